@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+#   make                  module for KERNELRELEASE, and the userspace programs
+#   make install          DKMS add/build/install for KERNELRELEASE, or for
+#                         every installed kernel of a supported series
+#   make uninstall        DKMS remove (same kernels)
+#   make check            the whole test suite in QEMU, every supported kernel
+#   make ab               the A/B of test_mlock against the syscall, in QEMU
+#   make style            checkpatch.pl (from linux-source) on the kernel code
+#
+PACKAGE := mlockfast
+VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
+DKMS_SRC := /usr/src/$(PACKAGE)-$(VERSION)
+TOP := $(CURDIR)
+BUILD := $(TOP)/build
+BIN := $(BUILD)/bin
+
+# Installed kernels of the supported series (6.1 and 6.12).
+SUPPORTED_RE := ^6\.(1|12)\.[0-9]+[-+]
+INSTALLED_KERNELS = $(shell ls /lib/modules 2>/dev/null | grep -E '$(SUPPORTED_RE)' | sort -V)
+# Default: the running kernel if its headers are here, else the newest supported one.
+KERNELRELEASE ?= $(shell r=$$(uname -r); if [ -d /lib/modules/$$r/build ]; then echo $$r; else ls /lib/modules 2>/dev/null | grep -E '$(SUPPORTED_RE)' | sort -V | tail -n 1; fi)
+# make install / uninstall: the one named on the command line, else all.
+ifeq ($(origin KERNELRELEASE),command line)
+DKMS_KERNELS := $(KERNELRELEASE)
+else ifeq ($(origin KERNELRELEASE),environment)
+DKMS_KERNELS := $(KERNELRELEASE)
+else
+DKMS_KERNELS = $(INSTALLED_KERNELS)
+endif
+
+# Userspace: C11, warnings are errors, static so the guest needs no libc.
+CC ?= cc
+CFLAGS ?= -O2 -g
+USER_CFLAGS := $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror \
+	-I$(TOP)/include/uapi -isystem $(BUILD)/kselftest
+USER_LDFLAGS := -static -pthread
+
+# kselftest_harness.h comes from the linux-source package at build time.
+LINUX_SOURCE_TAR := $(lastword $(sort $(wildcard /usr/src/linux-source-6.12.tar.xz /usr/src/linux-source-6.*.tar.xz)))
+KSELFTEST_HDRS := $(BUILD)/kselftest/kselftest_harness.h $(BUILD)/kselftest/kselftest.h
+
+TESTS := $(patsubst test/selftests/%.c,$(BIN)/%,$(wildcard test/selftests/*_test.c))
+TOOLS := $(patsubst test/%.c,$(BIN)/%,$(wildcard test/*.c))
+SCRIPTS := $(patsubst test/guest/%,$(BIN)/%,$(wildcard test/guest/*))
+TEST_LIB := test/selftests/lib/mlf_test.c
+TEST_LIB_H := $(wildcard test/selftests/lib/*.h)
+
+all: module userspace
+
+module:
+	$(MAKE) -C module KVER=$(KERNELRELEASE)
+
+userspace: $(TESTS) $(TOOLS) $(SCRIPTS)
+
+$(KSELFTEST_HDRS):
+	@test -n "$(LINUX_SOURCE_TAR)" || { echo "linux-source-6.12 is needed for kselftest_harness.h: run test/vm/deps" >&2; exit 1; }
+	mkdir -p $(BUILD)/kselftest
+	tar -xJf $(LINUX_SOURCE_TAR) -C $(BUILD)/kselftest --strip-components=4 --wildcards \
+		'*/tools/testing/selftests/kselftest_harness.h' '*/tools/testing/selftests/kselftest.h'
+	touch $(KSELFTEST_HDRS)
+
+$(BIN)/%_test: test/selftests/%_test.c $(TEST_LIB) $(TEST_LIB_H) include/uapi/linux/mlockfast.h $(KSELFTEST_HDRS)
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -Itest/selftests/lib -o $@ $< $(TEST_LIB) $(USER_LDFLAGS)
+
+$(BIN)/%: test/%.c include/uapi/linux/mlockfast.h
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -o $@ $< $(USER_LDFLAGS) -lm
+
+$(BIN)/%: test/guest/%
+	@mkdir -p $(BIN)
+	install -m 0755 $< $@
+
+# DKMS builds from a clean copy of exactly what the module needs.
+dkms-source:
+	rm -rf $(DKMS_SRC)
+	mkdir -p $(DKMS_SRC)/module $(DKMS_SRC)/include/uapi/linux
+	cp dkms.conf $(DKMS_SRC)/
+	cp module/Kbuild module/Makefile module/*.c module/*.h $(DKMS_SRC)/module/
+	cp include/uapi/linux/mlockfast.h $(DKMS_SRC)/include/uapi/linux/
+
+install: dkms-source
+	@test -n "$(strip $(DKMS_KERNELS))" || { echo "no kernel of a supported series (6.1, 6.12) is installed" >&2; exit 1; }
+	-dkms remove -m $(PACKAGE) -v $(VERSION) --all >/dev/null 2>&1
+	dkms add -m $(PACKAGE) -v $(VERSION)
+	set -e; for k in $(DKMS_KERNELS); do \
+		dkms build -m $(PACKAGE) -v $(VERSION) -k $$k; \
+		dkms install -m $(PACKAGE) -v $(VERSION) -k $$k --force; \
+	done
+	dkms status -m $(PACKAGE)
+
+uninstall:
+	set -e; for k in $(DKMS_KERNELS); do \
+		dkms remove -m $(PACKAGE) -v $(VERSION) -k $$k || true; \
+	done
+	-dkms status -m $(PACKAGE)
+
+deps:
+	test/vm/deps
+
+check: deps
+	$(MAKE) userspace
+	$(MAKE) install
+	test/check
+
+ab: deps
+	$(MAKE) userspace
+	$(MAKE) install
+	test/vm/run --kernel 6.12 --timeout 900 -- test_mlock -c 100000 -m all -r 5
+
+# LINUX_VERSION_CODE (and the CONSTANT_COMPARISON it trips) is ignored: the rule
+# is for in-tree code; compat.h is where an out-of-tree module must test it.
+style:
+	@mkdir -p $(BUILD)/checkpatch
+	@test -f $(BUILD)/checkpatch/scripts/checkpatch.pl || tar -xJf $(LINUX_SOURCE_TAR) -C $(BUILD)/checkpatch \
+		--strip-components=1 --wildcards '*/scripts/checkpatch.pl' '*/scripts/spelling.txt' \
+		'*/scripts/const_structs.checkpatch'
+	$(BUILD)/checkpatch/scripts/checkpatch.pl --no-tree --strict --show-types \
+		--ignore FILE_PATH_CHANGES,SPDX_LICENSE_TAG,LINUX_VERSION_CODE,CONSTANT_COMPARISON -f \
+		module/*.c module/*.h include/uapi/linux/mlockfast.h
+
+# W=1 build of the module for every installed supported kernel.
+build-all:
+	set -e; for k in $(INSTALLED_KERNELS); do $(MAKE) -C module KVER=$$k W=1; $(MAKE) -C module KVER=$$k clean >/dev/null; done
+
+clean:
+	-$(MAKE) -C module KVER=$(KERNELRELEASE) clean
+	rm -rf $(BIN) $(BUILD)/kselftest $(BUILD)/checkpatch $(BUILD)/logs
+
+.PHONY: all module userspace dkms-source install uninstall deps check ab style build-all clean

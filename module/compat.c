@@ -1,0 +1,483 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Symbol resolution and the per-series VMA code (see compat.h).
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/kprobes.h>
+#include <linux/kallsyms.h>
+#include <linux/uaccess.h>
+#include <linux/mman.h>
+#include <linux/secretmem.h>
+#include <linux/hugetlb.h>
+#include <linux/dax.h>
+#include <linux/mempolicy.h>
+#include <linux/userfaultfd_k.h>
+#include <linux/mm_inline.h>
+#include "compat.h"
+
+DEFINE_STATIC_CALL_NULL(mlf_sc_walk_page_range, mlf_proto_walk_page_range);
+DEFINE_STATIC_CALL_NULL(mlf_sc_pmd_trans_huge_lock,
+			mlf_proto_pmd_trans_huge_lock);
+DEFINE_STATIC_CALL_NULL(mlf_sc_mm_populate, mlf_proto_mm_populate);
+DEFINE_STATIC_CALL_NULL(mlf_sc_lru_add_drain, mlf_proto_lru_add_drain);
+DEFINE_STATIC_CALL_NULL(mlf_sc_schedule_on_each_cpu,
+			mlf_proto_schedule_on_each_cpu);
+DEFINE_STATIC_CALL_NULL(mlf_sc_mlock_folio, mlf_proto_mlock_folio);
+DEFINE_STATIC_CALL_NULL(mlf_sc_get_gate_vma, mlf_proto_get_gate_vma);
+DEFINE_STATIC_CALL_NULL(mlf_sc_vma_is_secretmem, mlf_proto_vma_is_secretmem);
+DEFINE_STATIC_CALL_NULL(mlf_sc_sys_mlock2, mlf_proto_syscall);
+DEFINE_STATIC_CALL_NULL(mlf_sc_sys_munlock, mlf_proto_syscall);
+DEFINE_STATIC_CALL_NULL(mlf_sc_sys_mlockall, mlf_proto_syscall);
+DEFINE_STATIC_CALL_NULL(mlf_sc_sys_munlockall, mlf_proto_syscall);
+DEFINE_STATIC_CALL_NULL(mlf_sc_mlock_drain_local, mlf_proto_mlock_drain_local);
+#ifdef MLF_SERIES_6_1
+DEFINE_STATIC_CALL_NULL(mlf_sc_vm_normal_page, mlf_proto_vm_normal_page);
+DEFINE_STATIC_CALL_NULL(mlf_sc_munlock_page, mlf_proto_munlock_page);
+DEFINE_STATIC_CALL_NULL(mlf_sc_vma_merge, mlf_proto_vma_merge);
+DEFINE_STATIC_CALL_NULL(mlf_sc_split_vma, mlf_proto_split_vma);
+#else
+DEFINE_STATIC_CALL_NULL(mlf_sc_vm_normal_folio, mlf_proto_vm_normal_folio);
+DEFINE_STATIC_CALL_NULL(mlf_sc_munlock_folio, mlf_proto_munlock_folio);
+DEFINE_STATIC_CALL_NULL(mlf_sc_pte_offset_map_lock,
+			mlf_proto_pte_offset_map_lock);
+DEFINE_STATIC_CALL_NULL(mlf_sc_vma_modify_flags, mlf_proto_vma_modify_flags);
+#endif
+
+unsigned long *mlf_huge_zero_pfn;
+
+/* Each static call and the kernel function it must jump to. */
+struct mlf_func {
+	const char *sym;
+	struct static_call_key *key;
+	void *tramp;
+};
+
+#define MLF_FUNC(name, sym) { \
+	sym, &STATIC_CALL_KEY(mlf_sc_##name), STATIC_CALL_TRAMP_ADDR(mlf_sc_##name) \
+}
+
+static const struct mlf_func mlf_funcs[] = {
+	MLF_FUNC(walk_page_range, "walk_page_range"),
+	MLF_FUNC(pmd_trans_huge_lock, "__pmd_trans_huge_lock"),
+	MLF_FUNC(mm_populate, "__mm_populate"),
+	MLF_FUNC(lru_add_drain, "lru_add_drain"),
+	MLF_FUNC(schedule_on_each_cpu, "schedule_on_each_cpu"),
+	MLF_FUNC(mlock_folio, "mlock_folio"),
+	MLF_FUNC(get_gate_vma, "get_gate_vma"),
+	MLF_FUNC(vma_is_secretmem, "vma_is_secretmem"),
+	MLF_FUNC(sys_mlock2, "__x64_sys_mlock2"),
+	MLF_FUNC(sys_munlock, "__x64_sys_munlock"),
+	MLF_FUNC(sys_mlockall, "__x64_sys_mlockall"),
+	MLF_FUNC(sys_munlockall, "__x64_sys_munlockall"),
+#ifdef MLF_SERIES_6_1
+	MLF_FUNC(mlock_drain_local, "mlock_page_drain_local"),
+	MLF_FUNC(vm_normal_page, "vm_normal_page"),
+	MLF_FUNC(munlock_page, "munlock_page"),
+	MLF_FUNC(vma_merge, "vma_merge"),
+	MLF_FUNC(split_vma, "split_vma"),
+#else
+	MLF_FUNC(mlock_drain_local, "mlock_drain_local"),
+	MLF_FUNC(vm_normal_folio, "vm_normal_folio"),
+	MLF_FUNC(munlock_folio, "munlock_folio"),
+	MLF_FUNC(pte_offset_map_lock, "__pte_offset_map_lock"),
+	MLF_FUNC(vma_modify_flags, "vma_modify_flags"),
+#endif
+};
+
+DEFINE_STATIC_CALL_NULL(mlf_sc_lookup, mlf_proto_lookup);
+
+/*
+ * The offset of @addr into its symbol, from the exported symbol printer;
+ * with @want, -1 unless that symbol is @want (aliases print another name).
+ */
+static long mlf_symbol_offset(unsigned long addr, const char *want)
+{
+	char buf[KSYM_SYMBOL_LEN], *plus, *slash;
+	unsigned long off;
+
+	/* "name+0x4/0x1f0", with " [module]" after it for module symbols */
+	sprint_symbol(buf, addr);
+	plus = strchr(buf, '+');
+	slash = plus ? strchr(plus, '/') : NULL;
+	if (!slash || (want && (strlen(want) != plus - buf ||
+				strncmp(buf, want, plus - buf))))
+		return -1;
+	*slash = 0;
+	if (kstrtoul(plus + 1, 0, &off))
+		return -1;
+	return off;
+}
+
+/*
+ * kallsyms_lookup_name is not exported; a kprobe on it yields an address
+ * inside it (past the ENDBR64 on 6.12), and the symbol printer tells how far
+ * inside.
+ */
+static int mlf_find_lookup(void)
+{
+	struct kprobe kp = { .symbol_name = "kallsyms_lookup_name" };
+	unsigned long addr;
+	long off;
+	int ret;
+
+	ret = register_kprobe(&kp);
+	if (ret) {
+		pr_err("cannot load: no kprobe on kallsyms_lookup_name (%d)\n",
+		       ret);
+		return ret;
+	}
+	addr = (unsigned long)kp.addr;
+	unregister_kprobe(&kp);
+	off = mlf_symbol_offset(addr, "kallsyms_lookup_name");
+	if (off < 0) {
+		pr_err("cannot load: kprobe address %pS is not in kallsyms_lookup_name\n",
+		       (void *)addr);
+		return -ENOENT;
+	}
+	__static_call_update(&STATIC_CALL_KEY(mlf_sc_lookup),
+			     STATIC_CALL_TRAMP_ADDR(mlf_sc_lookup),
+			     (void *)(addr - off));
+	return 0;
+}
+
+/* The start of function @sym, or 0 (with the reason logged). */
+static unsigned long mlf_resolve(const char *sym, bool func)
+{
+	unsigned long addr = static_call(mlf_sc_lookup)(sym);
+
+	if (!addr) {
+		pr_err("cannot load: kernel symbol %s not found\n", sym);
+		return 0;
+	}
+	if (func && mlf_symbol_offset(addr, NULL) != 0) {
+		pr_err("cannot load: kernel symbol %s resolves to %pS\n", sym,
+		       (void *)addr);
+		return 0;
+	}
+	return addr;
+}
+
+int mlf_compat_init(const char *debug_require_symbol)
+{
+	unsigned long addr;
+	unsigned int i;
+	int ret;
+
+	ret = mlf_find_lookup();
+	if (ret)
+		return ret;
+	for (i = 0; i < ARRAY_SIZE(mlf_funcs); i++) {
+		addr = mlf_resolve(mlf_funcs[i].sym, true);
+		if (!addr)
+			return -ENOENT;
+		__static_call_update(mlf_funcs[i].key, mlf_funcs[i].tramp,
+				     (void *)addr);
+	}
+	mlf_huge_zero_pfn = (unsigned long *)mlf_resolve("huge_zero_pfn", false);
+	if (!mlf_huge_zero_pfn)
+		return -ENOENT;
+	/* Lets a test prove that a missing symbol fails the load cleanly. */
+	if (debug_require_symbol && *debug_require_symbol &&
+	    !mlf_resolve(debug_require_symbol, false))
+		return -ENOENT;
+	return 0;
+}
+
+bool mlf_vma_lockable(struct vm_area_struct *vma)
+{
+	struct vm_area_struct *gate;
+
+	if (vma->vm_flags & VM_SPECIAL)
+		return false;
+#ifdef VM_DROPPABLE
+	if (vma->vm_flags & VM_DROPPABLE)
+		return false;
+#endif
+	if (is_vm_hugetlb_page(vma) || vma_is_dax(vma))
+		return false;
+	gate = mlf_call(get_gate_vma)(vma->vm_mm);
+	if (vma == gate)
+		return false;
+	return !mlf_call(vma_is_secretmem)(vma);
+}
+
+#ifdef MLF_SERIES_6_1
+unsigned int mlf_pte_folio_step(struct folio *folio, struct vm_area_struct *vma,
+				pte_t *pte, unsigned long addr,
+				unsigned long start, unsigned long end,
+				bool lock, bool *act)
+{
+	/* 6.1 leaves pte-mapped THPs alone in both directions. */
+	*act = !folio_test_large(folio);
+	return 1;
+}
+#else
+/* How many ptes from @pte map consecutive pages of @folio, up to @end. */
+static unsigned int mlf_folio_pte_run(struct folio *folio, pte_t *pte,
+				      unsigned long addr, unsigned long end)
+{
+	unsigned long pfn = pte_pfn(ptep_get(pte));
+	unsigned long last = folio_pfn(folio) + folio_nr_pages(folio);
+	unsigned int max = min((end - addr) >> PAGE_SHIFT, last - pfn);
+	unsigned int n;
+
+	for (n = 1; n < max; n++) {
+		pte_t next = ptep_get(pte + n);
+
+		if (!pte_present(next) || pte_pfn(next) != pfn + n)
+			break;
+	}
+	return n;
+}
+
+/* folio_within_range(): does the folio lie wholly in [start, end) of vma? */
+static bool mlf_folio_within(struct folio *folio, struct vm_area_struct *vma,
+			     unsigned long start, unsigned long end)
+{
+	pgoff_t pgoff = folio_pgoff(folio);
+	unsigned long addr;
+
+	start = max(start, vma->vm_start);
+	end = min(end, vma->vm_end);
+	if (!in_range(pgoff, vma->vm_pgoff, vma_pages(vma)))
+		return false;
+	addr = vma->vm_start + ((pgoff - vma->vm_pgoff) << PAGE_SHIFT);
+	return !(addr < start || end - addr < folio_size(folio));
+}
+
+unsigned int mlf_pte_folio_step(struct folio *folio, struct vm_area_struct *vma,
+				pte_t *pte, unsigned long addr,
+				unsigned long start, unsigned long end,
+				bool lock, bool *act)
+{
+	unsigned int step;
+
+	if (!folio_test_large(folio)) {
+		*act = true;
+		return 1;
+	}
+	step = mlf_folio_pte_run(folio, pte, addr, end);
+	*act = !lock || (mlf_folio_within(folio, vma, start, end) &&
+			 step == folio_nr_pages(folio));
+	return step;
+}
+#endif
+
+/* The pages' lock state changes: set the flags the way mlock does, walk. */
+static void mlf_fixup_pages(struct vm_area_struct *vma, unsigned long start,
+			    unsigned long end, vm_flags_t oldflags,
+			    vm_flags_t newflags,
+			    const struct mlf_fixup_ops *ops, void *ctx)
+{
+	if ((newflags & VM_LOCKED) && (oldflags & VM_LOCKED)) {
+		/* No page work, and mlocking twice would be wrong. */
+		mlf_vma_set_flags(vma, newflags);
+		ops->skipped(ctx, vma, start, end);
+		return;
+	}
+	/*
+	 * VM_IO with VM_LOCKED tells rmap walkers (reclaim, migration) not to
+	 * mlock pages of this VMA while the walk does: that would count them
+	 * twice.  mlock_vma_pages_range() does the same.
+	 */
+	mlf_vma_set_flags(vma, (newflags & VM_LOCKED) ? newflags | VM_IO :
+			  newflags);
+	ops->pages(ctx, vma, start, end);
+	if (newflags & VM_LOCKED)
+		mlf_vma_set_flags(vma, newflags);
+}
+
+static void mlf_account(struct mm_struct *mm, unsigned long start,
+			unsigned long end, vm_flags_t oldflags,
+			vm_flags_t newflags)
+{
+	long nr_pages = (end - start) >> PAGE_SHIFT;
+
+	if (!(newflags & VM_LOCKED))
+		nr_pages = -nr_pages;
+	else if (oldflags & VM_LOCKED)
+		nr_pages = 0;
+	mm->locked_vm += nr_pages;
+}
+
+#ifdef MLF_SERIES_6_1
+/* mlock_fixup() of 6.1; *prev is left at the VMA now covering the piece. */
+static int mlf_fixup(struct vm_area_struct *vma, struct vm_area_struct **prev,
+		     unsigned long start, unsigned long end,
+		     vm_flags_t newflags, const struct mlf_fixup_ops *ops,
+		     void *ctx)
+{
+	struct mm_struct *mm = vma->vm_mm;
+	vm_flags_t oldflags = vma->vm_flags;
+	struct vm_area_struct *merged;
+	pgoff_t pgoff;
+	int ret = 0;
+
+	if (newflags == oldflags || !mlf_vma_lockable(vma)) {
+		ops->skipped(ctx, vma, start, end);
+		goto out;
+	}
+
+	pgoff = vma->vm_pgoff + ((start - vma->vm_start) >> PAGE_SHIFT);
+	merged = mlf_call(vma_merge)(mm, *prev, start, end, newflags,
+				     vma->anon_vma, vma->vm_file, pgoff,
+				     vma_policy(vma), vma->vm_userfaultfd_ctx,
+				     anon_vma_name(vma));
+	if (merged) {
+		vma = merged;
+	} else {
+		if (start != vma->vm_start) {
+			ret = mlf_call(split_vma)(mm, vma, start, 1);
+			if (ret)
+				goto out;
+		}
+		if (end != vma->vm_end) {
+			ret = mlf_call(split_vma)(mm, vma, end, 0);
+			if (ret)
+				goto out;
+		}
+	}
+	mlf_account(mm, start, end, oldflags, newflags);
+	mlf_fixup_pages(vma, start, end, oldflags, newflags, ops, ctx);
+out:
+	*prev = vma;
+	return ret;
+}
+
+int mlf_apply_range(struct mm_struct *mm, unsigned long start,
+		    unsigned long len, vm_flags_t flags,
+		    const struct mlf_fixup_ops *ops, void *ctx)
+{
+	MA_STATE(mas, &mm->mm_mt, start, start);
+	unsigned long nstart, end, tmp;
+	struct vm_area_struct *vma, *prev;
+	int error;
+
+	end = start + len;
+	if (end < start)
+		return -EINVAL;
+	if (end == start)
+		return 0;
+	vma = mas_walk(&mas);
+	if (!vma)
+		return -ENOMEM;
+	prev = start > vma->vm_start ? vma : mas_prev(&mas, 0);
+
+	for (nstart = start; ; ) {
+		vm_flags_t newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) |
+				      flags;
+
+		tmp = min(vma->vm_end, end);
+		error = mlf_fixup(vma, &prev, nstart, tmp, newflags, ops, ctx);
+		if (error)
+			return error;
+		nstart = max(tmp, prev->vm_end);
+		if (nstart >= end)
+			return 0;
+		vma = find_vma(mm, prev->vm_end);
+		if (!vma || vma->vm_start != nstart)
+			return -ENOMEM;
+	}
+}
+
+void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add,
+		   const struct mlf_fixup_ops *ops, void *ctx)
+{
+	MA_STATE(mas, &mm->mm_mt, 0, 0);
+	struct vm_area_struct *vma, *prev = NULL;
+
+	mas_for_each(&mas, vma, ULONG_MAX) {
+		vm_flags_t newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) |
+				      to_add;
+
+		mlf_fixup(vma, &prev, vma->vm_start, vma->vm_end, newflags,
+			  ops, ctx);
+		mas_pause(&mas);
+		cond_resched();
+	}
+}
+#else
+/* mlock_fixup() of 6.12; on error *prev is an ERR_PTR, as there. */
+static int mlf_fixup(struct vma_iterator *vmi, struct vm_area_struct *vma,
+		     struct vm_area_struct **prev, unsigned long start,
+		     unsigned long end, vm_flags_t newflags,
+		     const struct mlf_fixup_ops *ops, void *ctx)
+{
+	vm_flags_t oldflags = vma->vm_flags;
+	int ret = 0;
+
+	if (newflags == oldflags || !mlf_vma_lockable(vma)) {
+		ops->skipped(ctx, vma, start, end);
+		goto out;
+	}
+	vma = mlf_call(vma_modify_flags)(vmi, *prev, vma, start, end, newflags);
+	if (IS_ERR(vma)) {
+		ret = PTR_ERR(vma);
+		goto out;
+	}
+	mlf_account(vma->vm_mm, start, end, oldflags, newflags);
+	mlf_fixup_pages(vma, start, end, oldflags, newflags, ops, ctx);
+out:
+	*prev = vma;
+	return ret;
+}
+
+int mlf_apply_range(struct mm_struct *mm, unsigned long start,
+		    unsigned long len, vm_flags_t flags,
+		    const struct mlf_fixup_ops *ops, void *ctx)
+{
+	VMA_ITERATOR(vmi, mm, start);
+	unsigned long nstart, end, tmp;
+	struct vm_area_struct *vma, *prev;
+
+	end = start + len;
+	if (end < start)
+		return -EINVAL;
+	if (end == start)
+		return 0;
+	vma = mas_walk(&vmi.mas);
+	if (!vma)
+		return -ENOMEM;
+	prev = vma_prev(&vmi);
+	if (start > vma->vm_start)
+		prev = vma;
+
+	nstart = start;
+	tmp = vma->vm_start;
+	for_each_vma_range(vmi, vma, end) {
+		vm_flags_t newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) |
+				      flags;
+		int error;
+
+		if (vma->vm_start != tmp)
+			return -ENOMEM;
+		tmp = min(vma->vm_end, end);
+		error = mlf_fixup(&vmi, vma, &prev, nstart, tmp, newflags, ops,
+				  ctx);
+		if (error)
+			return error;
+		/* vma_iter_end(): the iterator now ends where the piece does. */
+		tmp = vmi.mas.last + 1;
+		nstart = tmp;
+	}
+	return tmp < end ? -ENOMEM : 0;
+}
+
+void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add,
+		   const struct mlf_fixup_ops *ops, void *ctx)
+{
+	VMA_ITERATOR(vmi, mm, 0);
+	struct vm_area_struct *vma, *prev = NULL;
+
+	for_each_vma(vmi, vma) {
+		vm_flags_t newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) |
+				      to_add;
+
+		if (mlf_fixup(&vmi, vma, &prev, vma->vm_start, vma->vm_end,
+			      newflags, ops, ctx))
+			prev = vma;
+		cond_resched();
+	}
+}
+#endif

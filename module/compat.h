@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The compat layer: every difference between the supported kernel series and
+ * every kernel symbol the module resolves at load time lives here and in
+ * compat.c.  Adding a kernel series means adding a branch here, its symbol
+ * list in compat.c and a row in the README's supported-kernels table.
+ *
+ * The resolved functions are not exported, so a wrong prototype is a crash,
+ * not a build error: each prototype below is written for, and gated on, the
+ * series it was read from.
+ */
+#ifndef MLOCKFAST_COMPAT_H
+#define MLOCKFAST_COMPAT_H
+
+#include <linux/version.h>
+#include <linux/mm.h>
+#include <linux/pagewalk.h>
+#include <linux/huge_mm.h>
+#include <linux/static_call.h>
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 1, 0) && \
+	LINUX_VERSION_CODE < KERNEL_VERSION(6, 2, 0)
+#define MLF_SERIES_6_1 1
+#define MLF_SERIES "6.1"
+#elif LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0) && \
+	LINUX_VERSION_CODE < KERNEL_VERSION(6, 13, 0)
+#define MLF_SERIES_6_12 1
+#define MLF_SERIES "6.12"
+#else
+#error "mlockfast supports the 6.1 and 6.12 kernel series only (see README)"
+#endif
+
+/*
+ * Kernel functions resolved through kallsyms at load.  They are called
+ * through static calls, not function pointers: a static call is a direct
+ * jump patched in at load, which IBT does not police.  That matters on 6.12
+ * (CONFIG_X86_KERNEL_IBT=y), where the kernel seals (poisons) the ENDBR64 of
+ * every function nobody takes the address of, these ones included, so an
+ * indirect call to them would fault on IBT hardware.
+ *
+ * compat.c resolves each mlf_sc_<name> below to the kernel symbol named
+ * beside it; the prototypes are the kernel's, per series.
+ */
+/* kallsyms_lookup_name, found through a kprobe */
+unsigned long mlf_proto_lookup(const char *name);
+DECLARE_STATIC_CALL(mlf_sc_lookup, mlf_proto_lookup);
+
+int mlf_proto_walk_page_range(struct mm_struct *mm, unsigned long start,
+			      unsigned long end,
+			      const struct mm_walk_ops *ops, void *private);
+DECLARE_STATIC_CALL(mlf_sc_walk_page_range, mlf_proto_walk_page_range);
+
+/* __pmd_trans_huge_lock */
+spinlock_t *mlf_proto_pmd_trans_huge_lock(pmd_t *pmd,
+					  struct vm_area_struct *vma);
+DECLARE_STATIC_CALL(mlf_sc_pmd_trans_huge_lock, mlf_proto_pmd_trans_huge_lock);
+
+/* __mm_populate */
+int mlf_proto_mm_populate(unsigned long start, unsigned long len,
+			  int ignore_errors);
+DECLARE_STATIC_CALL(mlf_sc_mm_populate, mlf_proto_mm_populate);
+
+void mlf_proto_lru_add_drain(void);
+DECLARE_STATIC_CALL(mlf_sc_lru_add_drain, mlf_proto_lru_add_drain);
+
+int mlf_proto_schedule_on_each_cpu(work_func_t func);
+DECLARE_STATIC_CALL(mlf_sc_schedule_on_each_cpu,
+		    mlf_proto_schedule_on_each_cpu);
+
+void mlf_proto_mlock_folio(struct folio *folio);
+DECLARE_STATIC_CALL(mlf_sc_mlock_folio, mlf_proto_mlock_folio);
+
+struct vm_area_struct *mlf_proto_get_gate_vma(struct mm_struct *mm);
+DECLARE_STATIC_CALL(mlf_sc_get_gate_vma, mlf_proto_get_gate_vma);
+
+bool mlf_proto_vma_is_secretmem(struct vm_area_struct *vma);
+DECLARE_STATIC_CALL(mlf_sc_vma_is_secretmem, mlf_proto_vma_is_secretmem);
+
+/* __x64_sys_mlock2, __x64_sys_munlock, ... for legacy mode */
+long mlf_proto_syscall(const struct pt_regs *regs);
+DECLARE_STATIC_CALL(mlf_sc_sys_mlock2, mlf_proto_syscall);
+DECLARE_STATIC_CALL(mlf_sc_sys_munlock, mlf_proto_syscall);
+DECLARE_STATIC_CALL(mlf_sc_sys_mlockall, mlf_proto_syscall);
+DECLARE_STATIC_CALL(mlf_sc_sys_munlockall, mlf_proto_syscall);
+
+/* mlock_page_drain_local on 6.1, mlock_drain_local on 6.12 */
+void mlf_proto_mlock_drain_local(void);
+DECLARE_STATIC_CALL(mlf_sc_mlock_drain_local, mlf_proto_mlock_drain_local);
+
+#ifdef MLF_SERIES_6_1
+struct page *mlf_proto_vm_normal_page(struct vm_area_struct *vma,
+				      unsigned long addr, pte_t pte);
+DECLARE_STATIC_CALL(mlf_sc_vm_normal_page, mlf_proto_vm_normal_page);
+
+void mlf_proto_munlock_page(struct page *page);
+DECLARE_STATIC_CALL(mlf_sc_munlock_page, mlf_proto_munlock_page);
+
+struct vm_area_struct *
+mlf_proto_vma_merge(struct mm_struct *mm, struct vm_area_struct *prev,
+		    unsigned long addr, unsigned long end,
+		    unsigned long vm_flags, struct anon_vma *anon_vma,
+		    struct file *file, pgoff_t pgoff, struct mempolicy *policy,
+		    struct vm_userfaultfd_ctx uctx,
+		    struct anon_vma_name *anon_name);
+DECLARE_STATIC_CALL(mlf_sc_vma_merge, mlf_proto_vma_merge);
+
+int mlf_proto_split_vma(struct mm_struct *mm, struct vm_area_struct *vma,
+			unsigned long addr, int new_below);
+DECLARE_STATIC_CALL(mlf_sc_split_vma, mlf_proto_split_vma);
+#else
+struct folio *mlf_proto_vm_normal_folio(struct vm_area_struct *vma,
+					unsigned long addr, pte_t pte);
+DECLARE_STATIC_CALL(mlf_sc_vm_normal_folio, mlf_proto_vm_normal_folio);
+
+void mlf_proto_munlock_folio(struct folio *folio);
+DECLARE_STATIC_CALL(mlf_sc_munlock_folio, mlf_proto_munlock_folio);
+
+/* __pte_offset_map_lock */
+pte_t *mlf_proto_pte_offset_map_lock(struct mm_struct *mm, pmd_t *pmd,
+				     unsigned long addr, spinlock_t **ptlp);
+DECLARE_STATIC_CALL(mlf_sc_pte_offset_map_lock,
+		    mlf_proto_pte_offset_map_lock);
+
+struct vm_area_struct *
+mlf_proto_vma_modify_flags(struct vma_iterator *vmi,
+			   struct vm_area_struct *prev,
+			   struct vm_area_struct *vma, unsigned long start,
+			   unsigned long end, unsigned long new_flags);
+DECLARE_STATIC_CALL(mlf_sc_vma_modify_flags, mlf_proto_vma_modify_flags);
+#endif
+
+#define mlf_call(name) static_call(mlf_sc_##name)
+
+/* Kernel variables resolved at load (not exported). */
+extern unsigned long *mlf_huge_zero_pfn;
+
+int mlf_compat_init(const char *debug_require_symbol);
+
+/* The kernel's own per-CPU mlock batch, used where counts must be exact. */
+static inline void mlf_kernel_mlock(struct folio *folio)
+{
+	mlf_call(mlock_folio)(folio);
+}
+
+static inline void mlf_kernel_munlock(struct folio *folio)
+{
+#ifdef MLF_SERIES_6_1
+	mlf_call(munlock_page)(&folio->page);
+#else
+	mlf_call(munlock_folio)(folio);
+#endif
+}
+
+static inline pte_t mlf_ptep_get(pte_t *pte)
+{
+#ifdef MLF_SERIES_6_1
+	return READ_ONCE(*pte);
+#else
+	return ptep_get(pte);
+#endif
+}
+
+/* NULL where there is no normal, non-device folio behind the pte. */
+static inline struct folio *mlf_pte_folio(struct vm_area_struct *vma,
+					  unsigned long addr, pte_t pte)
+{
+	struct folio *folio;
+#ifdef MLF_SERIES_6_1
+	struct page *page = mlf_call(vm_normal_page)(vma, addr, pte);
+
+	if (!page || is_zone_device_page(page))
+		return NULL;
+	folio = page_folio(page);
+#else
+	folio = mlf_call(vm_normal_folio)(vma, addr, pte);
+	if (!folio || folio_is_zone_device(folio))
+		return NULL;
+#endif
+	return folio;
+}
+
+/* NULL (6.12 only) when the page table went away: the walk retries. */
+static inline pte_t *mlf_pte_map_lock(struct mm_struct *mm, pmd_t *pmd,
+				      unsigned long addr, spinlock_t **ptl)
+{
+#ifdef MLF_SERIES_6_1
+	return pte_offset_map_lock(mm, pmd, addr, ptl);
+#else
+	return mlf_call(pte_offset_map_lock)(mm, pmd, addr, ptl);
+#endif
+}
+
+static inline spinlock_t *mlf_pmd_huge_lock(pmd_t *pmd,
+					    struct vm_area_struct *vma)
+{
+	if (!pmd_trans_huge(*pmd) && !pmd_devmap(*pmd) &&
+	    !is_swap_pmd(*pmd))
+		return NULL;
+	return mlf_call(pmd_trans_huge_lock)(pmd, vma);
+}
+
+/* is_huge_zero_pmd() without the unexported huge_zero_pfn reference. */
+static inline bool mlf_is_huge_zero_pmd(pmd_t pmd)
+{
+	return pmd_present(pmd) &&
+	       READ_ONCE(*mlf_huge_zero_pfn) == pmd_pfn(pmd);
+}
+
+static inline struct folio *mlf_pmd_folio(pmd_t pmd)
+{
+	return page_folio(pmd_page(pmd));
+}
+
+/*
+ * Which pte-mapped folios mlock acts on differs by series: 6.1 skips every
+ * pte-mapped compound page; 6.12 mlocks a large folio only when the range
+ * maps all of it, and munlocks it whenever it is met.  Returns how many ptes
+ * the folio spans from @pte (the walk steps over them) and sets @act.
+ */
+unsigned int mlf_pte_folio_step(struct folio *folio, struct vm_area_struct *vma,
+				pte_t *pte, unsigned long addr,
+				unsigned long start, unsigned long end,
+				bool lock, bool *act);
+
+/* Whether mlock may set VM_LOCKED on the VMA (mlock_fixup's filter). */
+bool mlf_vma_lockable(struct vm_area_struct *vma);
+
+/* Set a VMA's flags with the mmap_lock held for writing. */
+static inline void mlf_vma_set_flags(struct vm_area_struct *vma,
+				     vm_flags_t flags)
+{
+#ifdef MLF_SERIES_6_1
+	WRITE_ONCE(vma->vm_flags, flags);
+#else
+	vma_start_write(vma);
+	vm_flags_reset_once(vma, flags);
+#endif
+}
+
+#ifdef MLF_SERIES_6_1
+#define MLF_VM_LOCKED_CLEAR_MASK	VM_LOCKED_CLEAR_MASK
+#define MLF_WALK_OPS_LOCK
+#else
+#define MLF_VM_LOCKED_CLEAR_MASK	(~VM_LOCKED_MASK)
+#define MLF_WALK_OPS_LOCK		.walk_lock = PGWALK_WRLOCK_VERIFY,
+#endif
+
+/*
+ * The VMA half of mlock_fixup for one VMA piece: merge or split @vma so that
+ * [start, end) is one VMA, account mm->locked_vm, and call @pages (with the
+ * flags set as mlock sets them) when the pages' lock state changes.  The
+ * iteration over VMAs differs by series, so the loops live in compat.c.
+ */
+struct mlf_fixup_ops {
+	void (*pages)(void *ctx, struct vm_area_struct *vma,
+		      unsigned long start, unsigned long end);
+	/* A VMA piece mlock leaves alone but the populate step still visits. */
+	void (*skipped)(void *ctx, struct vm_area_struct *vma,
+			unsigned long start, unsigned long end);
+};
+
+/* As apply_vma_lock_flags(): 0, -ENOMEM for a hole, -EINVAL, or a split error. */
+int mlf_apply_range(struct mm_struct *mm, unsigned long start,
+		    unsigned long len, vm_flags_t flags,
+		    const struct mlf_fixup_ops *ops, void *ctx);
+
+/* As apply_mlockall_flags() for the VMAs: errors are ignored, as there. */
+void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add,
+		   const struct mlf_fixup_ops *ops, void *ctx);
+
+#endif /* MLOCKFAST_COMPAT_H */

@@ -1,0 +1,599 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The lock/unlock engine: mlock(2), mlock2(2), munlock(2), mlockall(2) and
+ * munlockall(2) for current->mm, with the syscalls' checks, errnos, VMA
+ * layout and accounting, but one page-table walk per VMA piece:
+ *
+ *  - the walk sets or clears PG_mlocked and Mlocked itself, and queues the
+ *    LRU move on a per-CPU batch (batch.c) instead of doing it;
+ *  - folios already on the unevictable list, whose mlock_count matters, go
+ *    through the kernel's own mlock_folio()/munlock_folio();
+ *  - the walk notes what is missing or needs COW, and only that span goes
+ *    through the kernel's populate (a second, GUP walk) afterwards;
+ *  - nothing drains or waits on another CPU.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/capability.h>
+#include <linux/mm.h>
+#include <linux/mman.h>
+#include <linux/mm_inline.h>
+#include <linux/pagewalk.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/mm.h>
+#include <linux/uaccess.h>
+#include <linux/vmstat.h>
+#include "compat.h"
+#include "mlockfast.h"
+
+struct mlf_ctx {
+	enum mlf_mode mode;
+	bool lock;		/* walking to lock (else to unlock) */
+	bool kernel_batch;	/* the kernel's mlock batch holds our folios */
+	bool off_lru;		/* locked a folio sitting in an lru_add batch */
+	bool migrated;		/* pushed to more than one CPU's batch */
+	int cpu;
+	unsigned long pop_start, pop_end;	/* what populate must visit */
+	unsigned long pages;
+};
+
+static void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode, bool lock)
+{
+	*c = (struct mlf_ctx) {
+		.mode = mode, .lock = lock, .cpu = -1, .pop_start = ULONG_MAX,
+	};
+}
+
+static void mlf_need_populate(struct mlf_ctx *c, unsigned long start,
+			      unsigned long end)
+{
+	c->pop_start = min(c->pop_start, start);
+	c->pop_end = max(c->pop_end, end);
+}
+
+/* Would populate's write fault (COW) change this present pte? */
+static bool mlf_needs_cow(struct vm_area_struct *vma, bool writable)
+{
+	return (vma->vm_flags & (VM_WRITE | VM_SHARED)) == VM_WRITE &&
+	       !writable;
+}
+
+static bool mlf_populates(struct vm_area_struct *vma)
+{
+	return !(vma->vm_flags & VM_LOCKONFAULT);
+}
+
+enum mlf_lock_result { MLF_DONE, MLF_SHARED };
+
+static enum mlf_lock_result mlf_lock_one(struct mlf_ctx *c,
+					 struct mlf_batch *b,
+					 struct folio *folio)
+{
+	long nr = folio_nr_pages(folio);
+
+	if (folio_test_unevictable(folio)) {
+		/* mlock_count is live: let the kernel raise it. */
+		mlf_kernel_mlock(folio);
+		c->kernel_batch = true;
+		return MLF_DONE;
+	}
+	if (folio_test_set_mlocked(folio))
+		return MLF_SHARED;
+	mod_zone_page_state(folio_zone(folio), NR_MLOCK, nr);
+	__count_vm_events(UNEVICTABLE_PGMLOCKED, nr);
+	c->pages += nr;
+	if (!folio_test_lru(folio)) {
+		/* Whoever holds it puts it back, and that culls it. */
+		c->off_lru = true;
+		return MLF_DONE;
+	}
+	if (c->mode == MLF_RECLAIM)
+		return MLF_DONE;
+	if (c->cpu != smp_processor_id()) {
+		c->migrated = c->cpu >= 0;
+		c->cpu = smp_processor_id();
+	}
+	mlf_batch_push(b, folio);
+	return MLF_DONE;
+}
+
+static void mlf_unlock_one(struct mlf_ctx *c, struct folio *folio)
+{
+	long nr = folio_nr_pages(folio);
+
+	if (folio_test_unevictable(folio)) {
+		/* Several VMAs may hold it: the kernel counts them down. */
+		mlf_kernel_munlock(folio);
+		c->kernel_batch = true;
+		return;
+	}
+	/* Not moved yet: this cancels any queued move. */
+	if (!folio_test_clear_mlocked(folio))
+		return;
+	mod_zone_page_state(folio_zone(folio), NR_MLOCK, -nr);
+	__count_vm_events(UNEVICTABLE_PGMUNLOCKED, nr);
+	c->pages += nr;
+	/* Order the clear before the re-check, as the mover orders its test. */
+	smp_mb__after_atomic();
+	if (folio_test_unevictable(folio)) {
+		/* A move raced with us: the kernel's munlock moves it back. */
+		mlf_kernel_munlock(folio);
+		c->kernel_batch = true;
+	}
+}
+
+/*
+ * A folio mlocked but not yet moved is locked a second time (another VMA
+ * maps it): apply every pending move first, so the kernel's mlock_folio()
+ * then counts two.
+ */
+static struct mlf_batch *mlf_lock_shared(struct mlf_ctx *c,
+					 struct mlf_batch *b,
+					 struct folio *folio)
+{
+	mlf_batch_put(b, false);
+	mlf_batch_apply_all();
+	b = mlf_batch_get();
+	mlf_kernel_mlock(folio);
+	c->kernel_batch = true;
+	return b;
+}
+
+static struct mlf_batch *mlf_folio_op(struct mlf_ctx *c, struct mlf_batch *b,
+				      struct folio *folio)
+{
+	if (!c->lock)
+		mlf_unlock_one(c, folio);
+	else if (mlf_lock_one(c, b, folio) == MLF_SHARED)
+		b = mlf_lock_shared(c, b, folio);
+	return b;
+}
+
+static int mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
+			unsigned long addr, unsigned long end,
+			struct vm_area_struct *vma)
+{
+	pmd_t val = *pmd;
+	struct mlf_batch *b;
+
+	if (!pmd_present(val) || mlf_is_huge_zero_pmd(val)) {
+		if (c->lock && mlf_populates(vma))
+			mlf_need_populate(c, addr, end);
+		goto out;
+	}
+	if (c->lock && mlf_populates(vma) && mlf_needs_cow(vma, pmd_write(val)))
+		mlf_need_populate(c, addr, end);
+	b = mlf_batch_get();
+	b = mlf_folio_op(c, b, mlf_pmd_folio(val));
+	mlf_batch_put(b, c->mode == MLF_DEFERRED);
+out:
+	spin_unlock(ptl);
+	return 0;
+}
+
+static int mlf_pmd_entry(pmd_t *pmd, unsigned long addr, unsigned long end,
+			 struct mm_walk *walk)
+{
+	struct vm_area_struct *vma = walk->vma;
+	struct mlf_ctx *c = walk->private;
+	bool populates = c->lock && mlf_populates(vma);
+	unsigned long start = addr;
+	pte_t *start_pte, *pte;
+	struct mlf_batch *b;
+	spinlock_t *ptl;	/* the page table's lock, from the kernel */
+
+	ptl = mlf_pmd_huge_lock(pmd, vma);
+	if (ptl)
+		return mlf_pmd_huge(c, pmd, ptl, addr, end, vma);
+
+	start_pte = mlf_pte_map_lock(vma->vm_mm, pmd, addr, &ptl);
+	if (!start_pte) {
+		walk->action = ACTION_AGAIN;
+		return 0;
+	}
+	b = mlf_batch_get();
+	for (pte = start_pte; addr != end; pte++, addr += PAGE_SIZE) {
+		pte_t ptent = mlf_ptep_get(pte);
+		struct folio *folio;
+		unsigned int step;
+		bool act;
+
+		if (!pte_present(ptent)) {
+			if (populates)
+				mlf_need_populate(c, addr, addr + PAGE_SIZE);
+			continue;
+		}
+		if (populates && mlf_needs_cow(vma, pte_write(ptent)))
+			mlf_need_populate(c, addr, addr + PAGE_SIZE);
+		folio = mlf_pte_folio(vma, addr, ptent);
+		if (!folio)
+			continue;
+		step = mlf_pte_folio_step(folio, vma, pte, addr, start, end,
+					  c->lock, &act);
+		if (act)
+			b = mlf_folio_op(c, b, folio);
+		pte += step - 1;
+		addr += (step - 1) << PAGE_SHIFT;
+	}
+	mlf_batch_put(b, c->mode == MLF_DEFERRED);
+	pte_unmap_unlock(start_pte, ptl);
+	cond_resched();
+	return 0;
+}
+
+static int mlf_pte_hole(unsigned long addr, unsigned long next, int depth,
+			struct mm_walk *walk)
+{
+	struct mlf_ctx *c = walk->private;
+
+	if (c->lock && mlf_populates(walk->vma))
+		mlf_need_populate(c, addr, next);
+	return 0;
+}
+
+static const struct mm_walk_ops mlf_walk_ops = {
+	.pmd_entry = mlf_pmd_entry,
+	.pte_hole = mlf_pte_hole,
+	MLF_WALK_OPS_LOCK
+};
+
+static void mlf_walk_pages(void *ctx, struct vm_area_struct *vma,
+			   unsigned long start, unsigned long end)
+{
+	struct mlf_ctx *c = ctx;
+
+	if (c->lock && mlf_populates(vma) && !vma_is_accessible(vma))
+		mlf_need_populate(c, start, end);
+	mlf_call(walk_page_range)(vma->vm_mm, start, end, &mlf_walk_ops, c);
+}
+
+/* mlock leaves the VMA as it is, but the syscall still populates it. */
+static void mlf_skip_pages(void *ctx, struct vm_area_struct *vma,
+			   unsigned long start, unsigned long end)
+{
+	struct mlf_ctx *c = ctx;
+
+	if (c->lock)
+		mlf_need_populate(c, start, end);
+}
+
+static const struct mlf_fixup_ops mlf_fixup_ops = {
+	.pages = mlf_walk_pages,
+	.skipped = mlf_skip_pages,
+};
+
+/* Before the mmap_lock is dropped: make the end state what the mode says. */
+static void mlf_finish(struct mlf_ctx *c)
+{
+	if (c->lock && c->mode == MLF_EAGER) {
+		if (c->off_lru)
+			mlf_call(lru_add_drain)();
+		if (c->migrated)
+			mlf_batch_apply_all();
+		else
+			mlf_batch_apply_local();
+	}
+	if (c->kernel_batch)
+		mlf_call(mlock_drain_local)();
+	if (!c->lock)
+		mlf_batch_prune_local();
+	if (c->mode >= MLF_EAGER && c->mode <= MLF_LEGACY)
+		mlf_count(mode_pages[c->mode - MLF_EAGER], c->pages);
+	if (c->lock)
+		mlf_count(pages_locked, c->pages);
+	else
+		mlf_count(pages_unlocked, c->pages);
+}
+
+/* As __mlock_posix_error_return(). */
+static int mlf_populate_errno(long ret)
+{
+	if (ret == -EFAULT)
+		return -ENOMEM;
+	if (ret == -ENOMEM)
+		return -EAGAIN;
+	return ret;
+}
+
+static int mlf_populate(struct mlf_ctx *c, int ignore_errors)
+{
+	long ret;
+
+	if (c->pop_end <= c->pop_start)
+		return 0;
+	mlf_count(populate_calls, 1);
+	ret = mlf_call(mm_populate)(c->pop_start, c->pop_end - c->pop_start,
+				    ignore_errors);
+	return ret ? mlf_populate_errno(ret) : 0;
+}
+
+/* count_mm_mlocked_page_nr(): pages of [start, start+len) already locked. */
+static unsigned long mlf_locked_pages_in(struct mm_struct *mm,
+					 unsigned long start,
+					 unsigned long len)
+{
+	VMA_ITERATOR(vmi, mm, start);
+	unsigned long end, count = 0;
+	struct vm_area_struct *vma;
+
+	end = ULONG_MAX - len < start ? ULONG_MAX : start + len;
+	for_each_vma_range(vmi, vma, end) {
+		if (!(vma->vm_flags & VM_LOCKED))
+			continue;
+		if (start > vma->vm_start)
+			count -= start - vma->vm_start;
+		if (end < vma->vm_end) {
+			count += end - vma->vm_start;
+			break;
+		}
+		count += vma->vm_end - vma->vm_start;
+	}
+	return count >> PAGE_SHIFT;
+}
+
+static int mlf_legacy_lock(unsigned long start, unsigned long len,
+			   unsigned int flags);
+
+/* do_mlock() up to populate, mmap_lock held for writing. */
+static int mlf_lock_range(struct mlf_ctx *c, unsigned long start,
+			  unsigned long len, vm_flags_t vmflags)
+{
+	struct mm_struct *mm = current->mm;
+	unsigned long lock_limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	unsigned long locked = (len >> PAGE_SHIFT) + mm->locked_vm;
+	int ret;
+
+	if (locked > lock_limit && !capable(CAP_IPC_LOCK))
+		locked -= mlf_locked_pages_in(mm, start, len);
+	if (locked > lock_limit && !capable(CAP_IPC_LOCK))
+		return -ENOMEM;
+	ret = mlf_apply_range(mm, start, len, vmflags, &mlf_fixup_ops, c);
+	mlf_finish(c);
+	return ret;
+}
+
+static void mlf_align(unsigned long *start, unsigned long *len)
+{
+	unsigned long s = untagged_addr(*start);
+
+	*len = PAGE_ALIGN(*len + offset_in_page(s));
+	*start = s & PAGE_MASK;
+}
+
+static int mlf_check_lock(unsigned int flags, vm_flags_t *vmflags)
+{
+	if (flags & ~MLOCK_ONFAULT)
+		return -EINVAL;
+	*vmflags = VM_LOCKED | ((flags & MLOCK_ONFAULT) ? VM_LOCKONFAULT : 0);
+	if (!can_do_mlock())
+		return -EPERM;
+	return 0;
+}
+
+static int mlf_do_lock(enum mlf_mode mode, unsigned long start,
+		       unsigned long len, unsigned int flags)
+{
+	struct mm_struct *mm = current->mm;
+	vm_flags_t vmflags;
+	struct mlf_ctx c;
+	int ret;
+
+	ret = mlf_check_lock(flags, &vmflags);
+	if (ret)
+		return ret;
+	mlf_align(&start, &len);
+	mlf_ctx_init(&c, mode, true);
+	if (mmap_write_lock_killable(mm))
+		return -EINTR;
+	ret = mlf_lock_range(&c, start, len, vmflags);
+	mmap_write_unlock(mm);
+	return ret ? ret : mlf_populate(&c, 0);
+}
+
+int mlf_lock(enum mlf_mode mode, unsigned long start, unsigned long len,
+	     unsigned int flags)
+{
+	if (mode == MLF_LEGACY)
+		return mlf_legacy_lock(start, len, flags);
+	return mlf_do_lock(mode, start, len, flags);
+}
+
+static int mlf_unlock_range(struct mlf_ctx *c, unsigned long start,
+			    unsigned long len)
+{
+	int ret = mlf_apply_range(current->mm, start, len, 0, &mlf_fixup_ops,
+				  c);
+
+	mlf_finish(c);
+	return ret;
+}
+
+static int mlf_legacy_unlock(unsigned long start, unsigned long len);
+
+int mlf_unlock(enum mlf_mode mode, unsigned long start, unsigned long len)
+{
+	struct mm_struct *mm = current->mm;
+	struct mlf_ctx c;
+	int ret;
+
+	if (mode == MLF_LEGACY)
+		return mlf_legacy_unlock(start, len);
+	mlf_align(&start, &len);
+	mlf_ctx_init(&c, mode, false);
+	if (mmap_write_lock_killable(mm))
+		return -EINTR;
+	ret = mlf_unlock_range(&c, start, len);
+	mmap_write_unlock(mm);
+	return ret;
+}
+
+/*
+ * LOCKV/UNLOCKV: the ranges in order, as that many syscalls would do them,
+ * but the mmap_lock is kept from one range to the next unless a populate
+ * (which takes it for reading itself) must run in between.
+ */
+int mlf_lockv(enum mlf_mode mode, const struct mlockfast_iovec __user *iov,
+	      unsigned int count, unsigned int flags, bool lock,
+	      unsigned int *done)
+{
+	struct mm_struct *mm = current->mm;
+	vm_flags_t vmflags = 0;
+	bool held = false;
+	int ret = 0;
+
+	*done = 0;
+	if (lock) {
+		ret = mlf_check_lock(flags, &vmflags);
+		if (ret)
+			return ret;
+	}
+	for (; *done < count; (*done)++) {
+		struct mlockfast_iovec v;
+		unsigned long start, len;
+		struct mlf_ctx c;
+
+		if (copy_from_user(&v, &iov[*done], sizeof(v))) {
+			ret = -EFAULT;
+			break;
+		}
+		start = v.addr;
+		len = v.len;
+		if (mode == MLF_LEGACY) {
+			ret = lock ? mlf_legacy_lock(start, len, flags) :
+				     mlf_legacy_unlock(start, len);
+			if (ret)
+				break;
+			continue;
+		}
+		mlf_align(&start, &len);
+		mlf_ctx_init(&c, mode, lock);
+		if (!held && mmap_write_lock_killable(mm)) {
+			ret = -EINTR;
+			break;
+		}
+		held = true;
+		ret = lock ? mlf_lock_range(&c, start, len, vmflags) :
+			     mlf_unlock_range(&c, start, len);
+		if (!ret && c.pop_end > c.pop_start) {
+			mmap_write_unlock(mm);
+			held = false;
+			ret = mlf_populate(&c, 0);
+		}
+		if (ret)
+			break;
+		if (fatal_signal_pending(current)) {
+			(*done)++;
+			ret = -EINTR;
+			break;
+		}
+	}
+	if (held)
+		mmap_write_unlock(mm);
+	return ret;
+}
+
+static int mlf_legacy_lockall(unsigned int flags);
+
+/* apply_mlockall_flags(), then populate as mlockall(MCL_CURRENT) does. */
+int mlf_lockall(enum mlf_mode mode, unsigned int flags)
+{
+	struct mm_struct *mm = current->mm;
+	unsigned long lock_limit;
+	vm_flags_t to_add = 0;
+	struct mlf_ctx c;
+	int ret;
+
+	if (!flags || (flags & ~(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)) ||
+	    flags == MCL_ONFAULT)
+		return -EINVAL;
+	if (!can_do_mlock())
+		return -EPERM;
+	if (mode == MLF_LEGACY)
+		return mlf_legacy_lockall(flags);
+	lock_limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	mlf_ctx_init(&c, mode, true);
+	if (mmap_write_lock_killable(mm))
+		return -EINTR;
+	ret = -ENOMEM;
+	if (!(flags & MCL_CURRENT) || mm->total_vm <= lock_limit ||
+	    capable(CAP_IPC_LOCK)) {
+		mm->def_flags &= MLF_VM_LOCKED_CLEAR_MASK;
+		if (flags & MCL_FUTURE) {
+			mm->def_flags |= VM_LOCKED;
+			if (flags & MCL_ONFAULT)
+				mm->def_flags |= VM_LOCKONFAULT;
+		}
+		if (flags & MCL_CURRENT) {
+			to_add = VM_LOCKED;
+			if (flags & MCL_ONFAULT)
+				to_add |= VM_LOCKONFAULT;
+			mlf_apply_all(mm, to_add, &mlf_fixup_ops, &c);
+		}
+		mlf_finish(&c);
+		ret = 0;
+	}
+	mmap_write_unlock(mm);
+	if (!ret && (flags & MCL_CURRENT))
+		mlf_populate(&c, 1);
+	return ret;
+}
+
+int mlf_unlockall(enum mlf_mode mode)
+{
+	struct mm_struct *mm = current->mm;
+	struct mlf_ctx c;
+
+	if (mode == MLF_LEGACY) {
+		struct pt_regs regs = {};
+
+		return mlf_call(sys_munlockall)(&regs);
+	}
+	mlf_ctx_init(&c, mode, false);
+	if (mmap_write_lock_killable(mm))
+		return -EINTR;
+	mm->def_flags &= MLF_VM_LOCKED_CLEAR_MASK;
+	mlf_apply_all(mm, 0, &mlf_fixup_ops, &c);
+	mlf_finish(&c);
+	mmap_write_unlock(mm);
+	return 0;
+}
+
+/*
+ * Legacy mode reproduces pre-4.15 mlock for measurement: mlock() and
+ * mlockall() queued lru_add_drain on every online CPU and waited for all of
+ * them, then ran the normal path.  Here the normal path is the stock syscall.
+ */
+static void mlf_legacy_drain_one(struct work_struct *work)
+{
+	mlf_call(lru_add_drain)();
+}
+
+static int mlf_legacy_drain(void)
+{
+	mlf_count(legacy_drains, 1);
+	return mlf_call(schedule_on_each_cpu)(mlf_legacy_drain_one);
+}
+
+static int mlf_legacy_lock(unsigned long start, unsigned long len,
+			   unsigned int flags)
+{
+	struct pt_regs regs = { .di = start, .si = len, .dx = flags };
+	int ret = mlf_legacy_drain();
+
+	return ret ? ret : mlf_call(sys_mlock2)(&regs);
+}
+
+static int mlf_legacy_unlock(unsigned long start, unsigned long len)
+{
+	struct pt_regs regs = { .di = start, .si = len };
+
+	return mlf_call(sys_munlock)(&regs);
+}
+
+static int mlf_legacy_lockall(unsigned int flags)
+{
+	struct pt_regs regs = { .di = flags };
+	int ret = mlf_legacy_drain();
+
+	return ret ? ret : mlf_call(sys_mlockall)(&regs);
+}

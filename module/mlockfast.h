@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Declarations shared by the device, the engine and the per-CPU batches. */
+#ifndef MLOCKFAST_H
+#define MLOCKFAST_H
+
+#include <linux/percpu.h>
+#include <linux/mm_types.h>
+#include <linux/mlockfast.h>
+
+#define MLOCKFAST_VERSION "0.1.0"
+
+enum mlf_mode {
+	MLF_EAGER = 1,
+	MLF_DEFERRED,
+	MLF_RECLAIM,
+	MLF_LEGACY,
+};
+
+/* Counters, summed over CPUs when read: see struct mlockfast_stats. */
+struct mlf_stats {
+	u64 calls_lock, calls_unlock, calls_lockall, calls_unlockall;
+	u64 calls_lockv, calls_unlockv, calls_drain, errors;
+	u64 pages_locked, pages_unlocked;
+	u64 moves_queued, moves_applied, moves_cancelled, batches_applied;
+	u64 populate_calls, legacy_drains;
+	u64 mode_calls[MLOCKFAST_STAT_NR_MODES];
+	u64 mode_pages[MLOCKFAST_STAT_NR_MODES];
+};
+
+DECLARE_PER_CPU(struct mlf_stats, mlf_stats);
+
+#define mlf_count(field, n)	this_cpu_add(mlf_stats.field, (n))
+
+void mlf_stats_read(struct mlockfast_stats *out);
+
+/* Module parameters. */
+extern unsigned int mlf_default_mode;
+extern unsigned int mlf_batch_size;
+extern unsigned int mlf_defer_ms;
+
+/* engine.c: the system calls' semantics, current->mm only. */
+int mlf_lock(enum mlf_mode mode, unsigned long start, unsigned long len,
+	     unsigned int flags);
+int mlf_unlock(enum mlf_mode mode, unsigned long start, unsigned long len);
+int mlf_lockall(enum mlf_mode mode, unsigned int flags);
+int mlf_unlockall(enum mlf_mode mode);
+int mlf_lockv(enum mlf_mode mode, const struct mlockfast_iovec __user *iov,
+	      unsigned int count, unsigned int flags, bool lock,
+	      unsigned int *done);
+
+/* batch.c: per-CPU batches of moves to the unevictable LRU. */
+#define MLF_BATCH_MAX	1024
+
+struct mlf_batch;
+
+int mlf_batch_init(void);
+void mlf_batch_exit(void);
+/* get/put bracket pushes: this CPU's batch, locked, preemption off. */
+struct mlf_batch *mlf_batch_get(void);
+void mlf_batch_put(struct mlf_batch *b, bool deferred);
+void mlf_batch_push(struct mlf_batch *b, struct folio *folio);
+void mlf_batch_apply_local(void);
+void mlf_batch_prune_local(void);
+void mlf_batch_apply_all(void);
+
+#endif /* MLOCKFAST_H */

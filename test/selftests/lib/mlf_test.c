@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "mlf_test.h"
+
+static int fd = -1;
+
+int mlf_fd(void)
+{
+	if (fd < 0)
+		fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
+	return fd;
+}
+
+static int mlf_ioctl(unsigned long cmd, void *arg)
+{
+	int ret = ioctl(mlf_fd(), cmd, arg);
+
+	return ret < 0 ? -1 : 0;
+}
+
+static int mlf_range(unsigned long cmd, const void *addr, size_t len,
+		     unsigned int flags)
+{
+	struct mlockfast_range r = {
+		.size = sizeof(r), .flags = flags,
+		.addr = (uintptr_t)addr, .len = len,
+	};
+
+	return mlf_ioctl(cmd, &r);
+}
+
+int mlf_lock2(const void *addr, size_t len, unsigned int flags)
+{
+	return mlf_range(MLOCKFAST_IOC_LOCK, addr, len, flags);
+}
+
+int mlf_unlock(const void *addr, size_t len)
+{
+	return mlf_range(MLOCKFAST_IOC_UNLOCK, addr, len, 0);
+}
+
+int mlf_unlock_mode(const void *addr, size_t len, unsigned int mode)
+{
+	return mlf_range(MLOCKFAST_IOC_UNLOCK, addr, len, mode);
+}
+
+int mlf_lockall(int flags)
+{
+	struct mlockfast_all a = { .size = sizeof(a), .flags = flags };
+
+	return mlf_ioctl(MLOCKFAST_IOC_LOCKALL, &a);
+}
+
+int mlf_unlockall(void)
+{
+	return mlf_ioctl(MLOCKFAST_IOC_UNLOCKALL, NULL);
+}
+
+int mlf_drain(void)
+{
+	return mlf_ioctl(MLOCKFAST_IOC_DRAIN, NULL);
+}
+
+int mlf_stats(struct mlockfast_stats *s)
+{
+	return mlf_ioctl(MLOCKFAST_IOC_STATS, s);
+}
+
+char *read_file(const char *path)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap);
+	int f = open(path, O_RDONLY);
+	ssize_t n;
+
+	if (f < 0 || !buf) {
+		free(buf);
+		if (f >= 0)
+			close(f);
+		return NULL;
+	}
+	while ((n = read(f, buf + len, cap - len - 1)) > 0) {
+		len += n;
+		if (cap - len < 2) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+		}
+	}
+	close(f);
+	buf[len] = 0;
+	return buf;
+}
+
+static long field_kb(const char *path, const char *field)
+{
+	char *buf = read_file(path), *p;
+	size_t flen = strlen(field);
+	long val = -1;
+
+	for (p = buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		if (!strncmp(p, field, flen) && p[flen] == ':') {
+			val = strtol(p + flen + 1, NULL, 10);
+			break;
+		}
+	}
+	free(buf);
+	return val;
+}
+
+long meminfo_kb(const char *field)
+{
+	/* Fold the per-CPU vmstat deltas so the totals are exact. */
+	int f = open("/proc/sys/vm/stat_refresh", O_WRONLY);
+
+	if (f >= 0) {
+		if (write(f, "1", 1) < 0 && errno != EINVAL)
+			perror("stat_refresh");
+		close(f);
+	}
+	return field_kb("/proc/meminfo", field);
+}
+
+long status_kb(const char *field)
+{
+	return field_kb("/proc/self/status", field);
+}
+
+long read_long(const char *path)
+{
+	char *buf = read_file(path);
+	long v = buf ? strtol(buf, NULL, 0) : -1;
+
+	free(buf);
+	return v;
+}
+
+int run(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	fflush(NULL);
+	st = system(cmd);
+	return st < 0 || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
+}
+
+static long dmesg_mark_len;
+
+static char *dmesg_text(void)
+{
+	FILE *p = popen("dmesg", "r");
+	size_t len = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	size_t n;
+
+	while (p && buf && (n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+		len += n;
+		if (cap - len < 2)
+			buf = realloc(buf, cap *= 2);
+	}
+	if (p)
+		pclose(p);
+	if (buf)
+		buf[len] = 0;
+	return buf;
+}
+
+void dmesg_mark(void)
+{
+	char *t = dmesg_text();
+
+	dmesg_mark_len = t ? (long)strlen(t) : 0;
+	free(t);
+}
+
+int dmesg_count(const char *needle)
+{
+	char *t = dmesg_text(), *p;
+	int n = 0;
+
+	if (!t)
+		return -1;
+	p = (long)strlen(t) >= dmesg_mark_len ? t + dmesg_mark_len : t;
+	while ((p = strstr(p, needle))) {
+		n++;
+		p += strlen(needle);
+	}
+	free(t);
+	return n;
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Helpers shared by the in-guest tests: the ioctls as syscall look-alikes,
+ * and readers for the state the tests compare. */
+#ifndef MLF_TEST_H
+#define MLF_TEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/mlockfast.h>
+
+/* The ioctls, returning 0 or -1 with errno exactly like the syscalls. */
+int mlf_fd(void);
+int mlf_lock2(const void *addr, size_t len, unsigned int flags);
+int mlf_unlock(const void *addr, size_t len);
+int mlf_unlock_mode(const void *addr, size_t len, unsigned int mode);
+int mlf_lockall(int flags);
+int mlf_unlockall(void);
+int mlf_drain(void);
+int mlf_stats(struct mlockfast_stats *s);
+
+/* A kB field of /proc/meminfo, after folding the per-CPU counters. */
+long meminfo_kb(const char *field);
+/* A kB field of /proc/self/status (e.g. "VmLck"). */
+long status_kb(const char *field);
+/* Read a whole file into a malloc'd NUL-terminated buffer. */
+char *read_file(const char *path);
+/* Read a sysfs/module parameter as a long; -1 if absent. */
+long read_long(const char *path);
+/* Run a shell command, return its exit status (or -1). */
+int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Lines of the kernel log containing @needle since the last mark. */
+int dmesg_count(const char *needle);
+/* Remember the current end of the kernel log for dmesg_count(). */
+void dmesg_mark(void);
+
+#endif
