@@ -43,7 +43,7 @@ KSELFTEST_HDRS := $(BUILD)/kselftest/kselftest_harness.h $(BUILD)/kselftest/ksel
 TESTS := $(patsubst test/selftests/%.c,$(BIN)/%,$(wildcard test/selftests/*_test.c))
 TOOLS := $(patsubst test/%.c,$(BIN)/%,$(wildcard test/*.c))
 SCRIPTS := $(patsubst test/guest/%,$(BIN)/%,$(wildcard test/guest/*))
-TEST_LIB := test/selftests/lib/mlf_test.c
+TEST_LIB := $(wildcard test/selftests/lib/*.c)
 TEST_LIB_H := $(wildcard test/selftests/lib/*.h)
 
 all: module userspace

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Per-CPU batches of folios waiting to move to the unevictable LRU.
+ * Per-CPU batches of pending moves to the unevictable LRU.
  *
- * The lock path sets PG_mlocked itself (exact Mlocked at once) and queues
- * the folio here, holding a reference.  Applying an entry moves the folio
- * only if it is still mlocked and still on an evictable LRU list, so an
- * entry is idempotent: an unlock that came first (PG_mlocked clear) cancels
- * it, and a stale or duplicate entry can never raise mlock_count twice.
- * Moves themselves go through the kernel's mlock_folio(), so mlock_count and
- * the LRU bookkeeping stay the kernel's.
+ * The lock path sets PG_mlocked itself (Mlocked is exact at once) and
+ * records here that the folio owes the kernel one mlock: an entry is a folio
+ * (with a reference) and how many mlocks it owes.  Applying an entry calls
+ * the kernel's mlock_folio() that many times, so the first call moves the
+ * folio and sets mlock_count to one and each further call raises it, exactly
+ * as the syscall's calls would have.  An unlock that comes first finds the
+ * entry through a small hash and takes one back: the move is cancelled.
  *
  * Each batch has a spinlock rather than a local lock so that DRAIN, CPU
  * offline and unload can apply another CPU's batch from here, without
@@ -17,81 +17,144 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/cpuhotplug.h>
+#include <linux/hash.h>
 #include <linux/mm.h>
-#include <linux/mm_inline.h>
-#include <linux/percpu.h>
+#include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/workqueue.h>
 #include "compat.h"
 #include "mlockfast.h"
 
-struct mlf_batch {
-	spinlock_t lock;	/* guards nr and folios[] */
-	unsigned int nr;
-	struct delayed_work work;
-	struct folio *folios[MLF_BATCH_MAX];
+#define MLF_HASH_BITS	(ilog2(MLF_BATCH_MAX) + 1)	/* load <= 1/2 */
+#define MLF_HASH_SIZE	BIT(MLF_HASH_BITS)
+
+struct mlf_entry {
+	struct folio *folio;
+	unsigned int owed;	/* kernel mlocks still to do */
 };
 
-static struct mlf_batch __percpu *mlf_batches;
+struct mlf_batch {
+	spinlock_t lock;	/* guards everything below */
+	unsigned int nr;
+	struct delayed_work work;
+	struct mlf_entry entries[MLF_BATCH_MAX];	/* dense, nr used */
+	u16 hash[MLF_HASH_SIZE];	/* index + 1 into entries; 0: free */
+};
+
+static struct mlf_batch **mlf_batches;
 static enum cpuhp_state mlf_cpuhp_state;
 
-/* Should this queued move still happen? */
-static bool mlf_move_wanted(struct folio *folio)
+static unsigned int mlf_home(struct folio *folio)
 {
-	return folio_test_mlocked(folio) && folio_test_lru(folio) &&
-	       !folio_test_unevictable(folio);
+	return hash_ptr(folio, MLF_HASH_BITS);
 }
 
+/* Linear probing: the hash slot of @folio, or of the free slot ending it. */
+static unsigned int mlf_slot(struct mlf_batch *b, struct folio *folio)
+{
+	unsigned int i = mlf_home(folio);
+
+	while (b->hash[i] && b->entries[b->hash[i] - 1].folio != folio)
+		i = (i + 1) & (MLF_HASH_SIZE - 1);
+	return i;
+}
+
+static struct mlf_entry *mlf_find(struct mlf_batch *b, struct folio *folio)
+{
+	unsigned int i;
+
+	if (!b->nr)
+		return NULL;
+	i = mlf_slot(b, folio);
+	return b->hash[i] ? &b->entries[b->hash[i] - 1] : NULL;
+}
+
+/* Delete hash slot @i, shifting back the run after it (no tombstones). */
+static void mlf_hash_delete(struct mlf_batch *b, unsigned int i)
+{
+	unsigned int j = i, k;
+
+	for (;;) {
+		j = (j + 1) & (MLF_HASH_SIZE - 1);
+		if (!b->hash[j])
+			break;
+		k = mlf_home(b->entries[b->hash[j] - 1].folio);
+		/* Can the entry at j move to i without leaving its run? */
+		if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+			b->hash[i] = b->hash[j];
+			i = j;
+		}
+	}
+	b->hash[i] = 0;
+}
+
+static void mlf_remove(struct mlf_batch *b, struct mlf_entry *e)
+{
+	unsigned int idx = e - b->entries, last = b->nr - 1;
+
+	mlf_hash_delete(b, mlf_slot(b, e->folio));
+	folio_put(e->folio);
+	if (idx != last) {
+		*e = b->entries[last];
+		b->hash[mlf_slot(b, e->folio)] = idx + 1;
+	}
+	b->nr--;
+}
+
+/* Pay what each entry owes, or drop it if an unlock voided it. */
 static void mlf_batch_apply(struct mlf_batch *b)
 {
-	unsigned int i, applied = 0, cancelled = 0;
+	unsigned int i, applied = 0, voided = 0;
 
 	lockdep_assert_held(&b->lock);
 	if (!b->nr)
 		return;
 	for (i = 0; i < b->nr; i++) {
-		struct folio *folio = b->folios[i];
+		struct mlf_entry *e = &b->entries[i];
 
-		if (mlf_move_wanted(folio)) {
-			mlf_kernel_mlock(folio);
+		if (folio_test_mlocked(e->folio)) {
+			for (; e->owed; e->owed--)
+				mlf_kernel_mlock(e->folio);
 			applied++;
-		} else if (!folio_test_mlocked(folio)) {
-			cancelled++;
+		} else {
+			voided++;
 		}
-		folio_put(folio);
+		folio_put(e->folio);
 	}
 	b->nr = 0;
+	memset(b->hash, 0, sizeof(b->hash));
 	mlf_call(mlock_drain_local)();
 	mlf_count(moves_applied, applied);
-	mlf_count(moves_cancelled, cancelled);
+	mlf_count(moves_cancelled, voided);
 	mlf_count(batches_applied, 1);
 }
 
-/* Drop entries with nothing left to do, keeping the order of the rest. */
+/*
+ * Drop the entries of folios no longer mlocked: something outside the
+ * module (munmap, a COW break) munlocked them and the kernel took the
+ * "that was the last mlock" view of them, as it does for its own batch.
+ */
 static void mlf_batch_prune(struct mlf_batch *b)
 {
-	unsigned int i, kept = 0, cancelled = 0;
+	unsigned int i = 0, voided = 0;
 
-	lockdep_assert_held(&b->lock);
-	for (i = 0; i < b->nr; i++) {
-		struct folio *folio = b->folios[i];
-
-		if (mlf_move_wanted(folio)) {
-			b->folios[kept++] = folio;
+	while (i < b->nr) {
+		if (folio_test_mlocked(b->entries[i].folio)) {
+			i++;
 			continue;
 		}
-		if (!folio_test_mlocked(folio))
-			cancelled++;
-		folio_put(folio);
+		mlf_remove(b, &b->entries[i]);
+		voided++;
 	}
-	b->nr = kept;
-	mlf_count(moves_cancelled, cancelled);
+	mlf_count(moves_cancelled, voided);
 }
 
 struct mlf_batch *mlf_batch_get(void)
 {
-	struct mlf_batch *b = get_cpu_ptr(mlf_batches);
+	struct mlf_batch *b;
 
+	preempt_disable();
+	b = mlf_batches[smp_processor_id()];
 	spin_lock(&b->lock);
 	return b;
 }
@@ -102,19 +165,92 @@ void mlf_batch_put(struct mlf_batch *b, bool deferred)
 		schedule_delayed_work_on(smp_processor_id(), &b->work,
 					 msecs_to_jiffies(mlf_defer_ms));
 	spin_unlock(&b->lock);
-	put_cpu_ptr(mlf_batches);
+	preempt_enable();
 }
 
-void mlf_batch_push(struct mlf_batch *b, struct folio *folio)
+bool mlf_batch_has(struct mlf_batch *b, struct folio *folio)
 {
-	if (b->nr >= mlf_batch_size) {
+	return mlf_find(b, folio);
+}
+
+/*
+ * @folio owes @owed more kernel mlocks.  @fresh: the caller has just set
+ * PG_mlocked, so whatever an old entry still owed was voided by an munlock
+ * in between and must not be paid.
+ */
+void mlf_batch_push(struct mlf_batch *b, struct folio *folio,
+		    unsigned int owed, bool fresh)
+{
+	struct mlf_entry *e = mlf_find(b, folio);
+	unsigned int i;
+
+	if (e) {
+		e->owed = fresh ? owed : e->owed + owed;
+		return;
+	}
+	if (b->nr >= READ_ONCE(mlf_batch_size)) {
 		mlf_batch_prune(b);
-		if (b->nr >= mlf_batch_size)
+		if (b->nr >= READ_ONCE(mlf_batch_size))
 			mlf_batch_apply(b);
 	}
 	folio_get(folio);
-	b->folios[b->nr++] = folio;
+	i = mlf_slot(b, folio);
+	b->entries[b->nr] = (struct mlf_entry){ folio, owed };
+	b->hash[i] = ++b->nr;
 	mlf_count(moves_queued, 1);
+}
+
+/*
+ * Take back one mlock @folio owes.  Returns how many it still owes, or -1
+ * when this batch has no entry for it.
+ */
+int mlf_batch_cancel(struct mlf_batch *b, struct folio *folio)
+{
+	struct mlf_entry *e = mlf_find(b, folio);
+	int left;
+
+	if (!e)
+		return -1;
+	left = --e->owed;
+	if (!left)
+		mlf_remove(b, e);
+	mlf_count(moves_cancelled, 1);
+	return left;
+}
+
+static bool mlf_cpu_pending(int cpu)
+{
+	return mlf_batches[cpu] && READ_ONCE(mlf_batches[cpu]->nr);
+}
+
+/* mlf_batch_cancel() on the other CPUs' batches; call with none held. */
+int mlf_batch_cancel_remote(struct folio *folio)
+{
+	int cpu, self = raw_smp_processor_id(), left = -1;
+
+	for_each_possible_cpu(cpu) {
+		struct mlf_batch *b = mlf_batches[cpu];
+
+		if (cpu == self || !mlf_cpu_pending(cpu))
+			continue;
+		spin_lock(&b->lock);
+		left = mlf_batch_cancel(b, folio);
+		spin_unlock(&b->lock);
+		if (left >= 0)
+			break;
+	}
+	return left;
+}
+
+/* Does any CPU but this one hold entries? */
+bool mlf_batch_remote_pending(void)
+{
+	int cpu, self = raw_smp_processor_id();
+
+	for_each_possible_cpu(cpu)
+		if (cpu != self && mlf_cpu_pending(cpu))
+			return true;
+	return false;
 }
 
 void mlf_batch_apply_local(void)
@@ -125,21 +261,11 @@ void mlf_batch_apply_local(void)
 	mlf_batch_put(b, false);
 }
 
-/* After an unlock: most entries are cancelled now, so make room cheaply. */
-void mlf_batch_prune_local(void)
-{
-	struct mlf_batch *b = mlf_batch_get();
-
-	if (b->nr > mlf_batch_size / 2)
-		mlf_batch_prune(b);
-	mlf_batch_put(b, false);
-}
-
 static void mlf_batch_apply_cpu(int cpu)
 {
-	struct mlf_batch *b = per_cpu_ptr(mlf_batches, cpu);
+	struct mlf_batch *b = mlf_batches[cpu];
 
-	if (!READ_ONCE(b->nr))
+	if (!mlf_cpu_pending(cpu))
 		return;
 	/* Another CPU's batch: the moves land on this CPU's kernel batch. */
 	preempt_disable();
@@ -176,23 +302,38 @@ static int mlf_batch_cpu_dead(unsigned int cpu)
 	return 0;
 }
 
+static void mlf_batch_free(void)
+{
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		kvfree(mlf_batches[cpu]);
+	kfree(mlf_batches);
+}
+
 int mlf_batch_init(void)
 {
 	int cpu, ret;
 
-	mlf_batches = alloc_percpu(struct mlf_batch);
+	mlf_batches = kcalloc(nr_cpu_ids, sizeof(*mlf_batches), GFP_KERNEL);
 	if (!mlf_batches)
 		return -ENOMEM;
 	for_each_possible_cpu(cpu) {
-		struct mlf_batch *b = per_cpu_ptr(mlf_batches, cpu);
+		struct mlf_batch *b = kvzalloc_node(sizeof(*b), GFP_KERNEL,
+						    cpu_to_node(cpu));
 
+		if (!b) {
+			mlf_batch_free();
+			return -ENOMEM;
+		}
 		spin_lock_init(&b->lock);
 		INIT_DELAYED_WORK(&b->work, mlf_batch_work);
+		mlf_batches[cpu] = b;
 	}
 	ret = cpuhp_setup_state_nocalls(CPUHP_BP_PREPARE_DYN, "mlockfast:dead",
 					NULL, mlf_batch_cpu_dead);
 	if (ret < 0) {
-		free_percpu(mlf_batches);
+		mlf_batch_free();
 		return ret;
 	}
 	mlf_cpuhp_state = ret;
@@ -206,7 +347,7 @@ void mlf_batch_exit(void)
 
 	cpuhp_remove_state_nocalls(mlf_cpuhp_state);
 	for_each_possible_cpu(cpu)
-		cancel_delayed_work_sync(&per_cpu_ptr(mlf_batches, cpu)->work);
+		cancel_delayed_work_sync(&mlf_batches[cpu]->work);
 	mlf_batch_apply_all();
-	free_percpu(mlf_batches);
+	mlf_batch_free();
 }

@@ -42,6 +42,13 @@ static void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode, bool lock)
 	*c = (struct mlf_ctx) {
 		.mode = mode, .lock = lock, .cpu = -1, .pop_start = ULONG_MAX,
 	};
+	/*
+	 * As mlock does before its walk: this CPU's pending LRU additions and
+	 * kernel mlock work first (cheap when there is none), so that fresh
+	 * folios are on the LRU and a folio whose munlock is still queued does
+	 * not look locked.
+	 */
+	mlf_call(lru_add_drain)();
 }
 
 static void mlf_need_populate(struct mlf_ctx *c, unsigned long start,
@@ -63,11 +70,45 @@ static bool mlf_populates(struct vm_area_struct *vma)
 	return !(vma->vm_flags & VM_LOCKONFAULT);
 }
 
-enum mlf_lock_result { MLF_DONE, MLF_SHARED };
+static bool mlf_folio_private(struct folio *folio)
+{
+	return folio_test_anon(folio) && !folio_test_large(folio) &&
+	       atomic_read(&folio->_mapcount) == 0;
+}
 
-static enum mlf_lock_result mlf_lock_one(struct mlf_ctx *c,
-					 struct mlf_batch *b,
-					 struct folio *folio)
+static void mlf_note_cpu(struct mlf_ctx *c)
+{
+	int cpu = smp_processor_id();
+
+	if (c->cpu != cpu) {
+		c->migrated = c->cpu >= 0;
+		c->cpu = cpu;
+	}
+}
+
+/*
+ * A folio already mlocked but not yet moved is locked again (another VMA
+ * maps it, or another process).  Rare, so do it the exact way: apply every
+ * pending move, count the earlier lock if nothing did (reclaim mode queues
+ * nothing), then let the kernel count this one.
+ */
+static struct mlf_batch *mlf_lock_again(struct mlf_ctx *c,
+					struct mlf_batch *b,
+					struct folio *folio)
+{
+	mlf_batch_put(b, false);
+	mlf_batch_apply_all();
+	mlf_call(mlock_drain_local)();
+	b = mlf_batch_get();
+	if (!folio_test_unevictable(folio))
+		mlf_kernel_mlock(folio);
+	mlf_kernel_mlock(folio);
+	c->kernel_batch = true;
+	return b;
+}
+
+static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
+				      struct folio *folio)
 {
 	long nr = folio_nr_pages(folio);
 
@@ -75,39 +116,38 @@ static enum mlf_lock_result mlf_lock_one(struct mlf_ctx *c,
 		/* mlock_count is live: let the kernel raise it. */
 		mlf_kernel_mlock(folio);
 		c->kernel_batch = true;
-		return MLF_DONE;
+		return b;
 	}
-	if (folio_test_set_mlocked(folio))
-		return MLF_SHARED;
+	if (folio_test_set_mlocked(folio)) {
+		if (folio_test_lru(folio))
+			b = mlf_lock_again(c, b, folio);
+		return b;
+	}
 	mod_zone_page_state(folio_zone(folio), NR_MLOCK, nr);
 	__count_vm_events(UNEVICTABLE_PGMLOCKED, nr);
 	c->pages += nr;
 	if (!folio_test_lru(folio)) {
 		/* Whoever holds it puts it back, and that culls it. */
 		c->off_lru = true;
-		return MLF_DONE;
+		return b;
 	}
-	if (c->mode == MLF_RECLAIM)
-		return MLF_DONE;
-	if (c->cpu != smp_processor_id()) {
-		c->migrated = c->cpu >= 0;
-		c->cpu = smp_processor_id();
-	}
-	mlf_batch_push(b, folio);
-	return MLF_DONE;
+	/*
+	 * Reclaim mode leaves the move to reclaim, but only where no other
+	 * VMA can lock the folio before reclaim meets it (that lock would be
+	 * counted and ours lost): a small anon folio mapped once.
+	 */
+	if (c->mode == MLF_RECLAIM && mlf_folio_private(folio))
+		return b;
+	mlf_note_cpu(c);
+	mlf_batch_push(b, folio, 1, true);
+	return b;
 }
 
-static void mlf_unlock_one(struct mlf_ctx *c, struct folio *folio)
+/* PG_mlocked off a folio not (yet) on the unevictable list. */
+static void mlf_clear_mlocked(struct mlf_ctx *c, struct folio *folio)
 {
 	long nr = folio_nr_pages(folio);
 
-	if (folio_test_unevictable(folio)) {
-		/* Several VMAs may hold it: the kernel counts them down. */
-		mlf_kernel_munlock(folio);
-		c->kernel_batch = true;
-		return;
-	}
-	/* Not moved yet: this cancels any queued move. */
 	if (!folio_test_clear_mlocked(folio))
 		return;
 	mod_zone_page_state(folio_zone(folio), NR_MLOCK, -nr);
@@ -122,31 +162,48 @@ static void mlf_unlock_one(struct mlf_ctx *c, struct folio *folio)
 	}
 }
 
-/*
- * A folio mlocked but not yet moved is locked a second time (another VMA
- * maps it): apply every pending move first, so the kernel's mlock_folio()
- * then counts two.
- */
-static struct mlf_batch *mlf_lock_shared(struct mlf_ctx *c,
-					 struct mlf_batch *b,
-					 struct folio *folio)
+static struct mlf_batch *mlf_unlock_one(struct mlf_ctx *c,
+					struct mlf_batch *b,
+					struct folio *folio)
 {
-	mlf_batch_put(b, false);
-	mlf_batch_apply_all();
-	b = mlf_batch_get();
-	mlf_kernel_mlock(folio);
-	c->kernel_batch = true;
+	/* Is the lock we undo still owed as a queued move?  Cancel it. */
+	int owed = mlf_batch_cancel(b, folio);
+
+	if (owed < 0 && folio_test_mlocked(folio) &&
+	    !folio_test_unevictable(folio) && mlf_batch_remote_pending()) {
+		/* Queued on the CPU this task ran on before. */
+		mlf_batch_put(b, false);
+		owed = mlf_batch_cancel_remote(folio);
+		b = mlf_batch_get();
+	}
+	if (owed > 0)
+		return b;	/* other locks of it are still owed */
+	if (owed == 0) {
+		/* The lock undone was never paid to the kernel. */
+		if (!folio_test_unevictable(folio))
+			mlf_clear_mlocked(c, folio);
+		else if (!READ_ONCE(folio->mlock_count))
+			/* culled without a count: ours was the only lock */
+			mlf_kernel_munlock(folio);
+		c->kernel_batch = true;
+		return b;
+	}
+	if (folio_test_unevictable(folio)) {
+		/* Several VMAs may hold it: the kernel counts them down. */
+		mlf_kernel_munlock(folio);
+		c->kernel_batch = true;
+		return b;
+	}
+	mlf_clear_mlocked(c, folio);
 	return b;
 }
 
 static struct mlf_batch *mlf_folio_op(struct mlf_ctx *c, struct mlf_batch *b,
 				      struct folio *folio)
 {
-	if (!c->lock)
-		mlf_unlock_one(c, folio);
-	else if (mlf_lock_one(c, b, folio) == MLF_SHARED)
-		b = mlf_lock_shared(c, b, folio);
-	return b;
+	if (c->lock)
+		return mlf_lock_one(c, b, folio);
+	return mlf_unlock_one(c, b, folio);
 }
 
 static int mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
@@ -165,7 +222,7 @@ static int mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
 		mlf_need_populate(c, addr, end);
 	b = mlf_batch_get();
 	b = mlf_folio_op(c, b, mlf_pmd_folio(val));
-	mlf_batch_put(b, c->mode == MLF_DEFERRED);
+	mlf_batch_put(b, c->mode != MLF_EAGER);
 out:
 	spin_unlock(ptl);
 	return 0;
@@ -215,7 +272,7 @@ static int mlf_pmd_entry(pmd_t *pmd, unsigned long addr, unsigned long end,
 		pte += step - 1;
 		addr += (step - 1) << PAGE_SHIFT;
 	}
-	mlf_batch_put(b, c->mode == MLF_DEFERRED);
+	mlf_batch_put(b, c->mode != MLF_EAGER);
 	pte_unmap_unlock(start_pte, ptl);
 	cond_resched();
 	return 0;
@@ -275,8 +332,6 @@ static void mlf_finish(struct mlf_ctx *c)
 	}
 	if (c->kernel_batch)
 		mlf_call(mlock_drain_local)();
-	if (!c->lock)
-		mlf_batch_prune_local();
 	if (c->mode >= MLF_EAGER && c->mode <= MLF_LEGACY)
 		mlf_count(mode_pages[c->mode - MLF_EAGER], c->pages);
 	if (c->lock)

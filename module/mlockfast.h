@@ -49,7 +49,7 @@ int mlf_lockv(enum mlf_mode mode, const struct mlockfast_iovec __user *iov,
 	      unsigned int *done);
 
 /* batch.c: per-CPU batches of moves to the unevictable LRU. */
-#define MLF_BATCH_MAX	1024
+#define MLF_BATCH_MAX	1024	/* at most 65535: indexes are u16 */
 
 struct mlf_batch;
 
@@ -58,9 +58,14 @@ void mlf_batch_exit(void);
 /* get/put bracket pushes: this CPU's batch, locked, preemption off. */
 struct mlf_batch *mlf_batch_get(void);
 void mlf_batch_put(struct mlf_batch *b, bool deferred);
-void mlf_batch_push(struct mlf_batch *b, struct folio *folio);
+void mlf_batch_push(struct mlf_batch *b, struct folio *folio,
+		    unsigned int owed, bool fresh);
+bool mlf_batch_has(struct mlf_batch *b, struct folio *folio);
+int mlf_batch_cancel(struct mlf_batch *b, struct folio *folio);
+/* The remote calls take other CPUs' batch locks: hold none yourself. */
+int mlf_batch_cancel_remote(struct folio *folio);
+bool mlf_batch_remote_pending(void);
 void mlf_batch_apply_local(void);
-void mlf_batch_prune_local(void);
 void mlf_batch_apply_all(void);
 
 #endif /* MLOCKFAST_H */

@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/capability.h>
+#include "mlf_diff.h"
+#include "mlf_test.h"
+
+struct diff_log {
+	char *buf;
+	size_t len, cap;
+	long mlocked0;
+};
+
+static int sys_lock(const void *a, size_t l) { return mlock(a, l); }
+static int sys_lock2(const void *a, size_t l, unsigned int f)
+{
+	return syscall(SYS_mlock2, a, l, f) ? -1 : 0;
+}
+static int sys_unlock(const void *a, size_t l) { return munlock(a, l); }
+static int sys_lockall(int f) { return mlockall(f); }
+static int sys_unlockall(void) { return munlockall(); }
+
+/* The ioctl paths carry their mode in the flags. */
+static unsigned int cur_mode;
+
+static int io_lock(const void *a, size_t l) { return mlf_lock2(a, l, cur_mode); }
+static int io_lock2(const void *a, size_t l, unsigned int f)
+{
+	return mlf_lock2(a, l, f | cur_mode);
+}
+static int io_unlock(const void *a, size_t l) { return mlf_unlock_mode(a, l, cur_mode); }
+static int io_lockall(int f) { return mlf_lockall(f | cur_mode); }
+static int io_unlockall(void) { return mlf_unlockall(); }
+
+const struct path_ops diff_paths[] = {
+	{ "syscall", 0, sys_lock, sys_lock2, sys_unlock, sys_lockall, sys_unlockall },
+	{ "eager", MLOCKFAST_MODE_EAGER, io_lock, io_lock2, io_unlock, io_lockall, io_unlockall },
+	{ "deferred", MLOCKFAST_MODE_DEFERRED, io_lock, io_lock2, io_unlock, io_lockall, io_unlockall },
+	{ "reclaim", MLOCKFAST_MODE_RECLAIM, io_lock, io_lock2, io_unlock, io_lockall, io_unlockall },
+};
+const int diff_npaths = sizeof(diff_paths) / sizeof(diff_paths[0]);
+
+static void log_vprintf(struct diff_log *log, const char *fmt, va_list ap)
+{
+	va_list aq;
+	int n;
+
+	va_copy(aq, ap);
+	n = vsnprintf(NULL, 0, fmt, aq);
+	va_end(aq);
+	while (log->len + n + 2 > log->cap) {
+		log->cap = log->cap ? log->cap * 2 : 1 << 16;
+		log->buf = realloc(log->buf, log->cap);
+		if (!log->buf)
+			abort();
+	}
+	vsnprintf(log->buf + log->len, n + 1, fmt, ap);
+	log->len += n;
+	log->buf[log->len++] = '\n';
+	log->buf[log->len] = 0;
+}
+
+void diff_note(struct diff_log *log, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vprintf(log, fmt, ap);
+	va_end(ap);
+}
+
+void diff_ret(struct diff_log *log, const char *what, int ret)
+{
+	diff_note(log, "%s = %d%s%s", what, ret, ret ? " errno " : "",
+		  ret ? strerror(errno) : "");
+}
+
+char *diff_map(size_t off, size_t len, int prot, int flags, int fd)
+{
+	char *p = mmap(DIFF_BASE + off, len, prot, flags | MAP_FIXED_NOREPLACE,
+		       fd, 0);
+
+	if (p != DIFF_BASE + off) {
+		fprintf(stderr, "diff_map(%#zx, %#zx): %s\n", off, len,
+			strerror(errno));
+		_exit(99);
+	}
+	return p;
+}
+
+void diff_touch(char *p, size_t len, int write)
+{
+	for (size_t i = 0; i < len; i += PAGE) {
+		if (write)
+			((volatile char *)p)[i] = 1;
+		else
+			(void)((volatile char *)p)[i];
+	}
+}
+
+void diff_limit(unsigned long bytes)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	struct rlimit rl = { bytes, bytes };
+
+	if (syscall(SYS_capget, &h, d) == 0) {
+		d[0].effective &= ~(1U << CAP_IPC_LOCK);
+		d[0].permitted &= ~(1U << CAP_IPC_LOCK);
+		if (syscall(SYS_capset, &h, d))
+			_exit(98);
+	}
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		_exit(97);
+}
+
+/* One page's residency: P/E mapped (E exclusively), S swapped, r cached. */
+static char page_state(unsigned char incore, uint64_t pm)
+{
+	if (pm & (1ULL << 63))
+		return (pm & (1ULL << 56)) ? 'E' : 'P';
+	if (pm & (1ULL << 62))
+		return 'S';
+	return incore & 1 ? 'r' : '.';
+}
+
+static void log_residency(struct diff_log *log, unsigned long s,
+			  unsigned long e)
+{
+	size_t n = (e - s) / PAGE;
+	unsigned char *vec = calloc(n, 1);
+	uint64_t *pm = calloc(n, sizeof(*pm));
+	char *line = calloc(n + 1, 1);
+	int fd = open("/proc/self/pagemap", O_RDONLY);
+
+	if (mincore((void *)s, e - s, vec))
+		memset(vec, 0, n);
+	if (fd < 0 || pread(fd, pm, n * 8, s / PAGE * 8) != (ssize_t)(n * 8))
+		memset(pm, 0, n * 8);
+	for (size_t i = 0; i < n; i++)
+		line[i] = page_state(vec[i], pm[i]);
+	diff_note(log, "  res %s", line);
+	if (fd >= 0)
+		close(fd);
+	free(vec);
+	free(pm);
+	free(line);
+}
+
+static int wanted_smaps_field(const char *l)
+{
+	static const char * const f[] = {
+		"Rss:", "Locked:", "Anonymous:", "VmFlags:", "AnonHugePages:",
+	};
+
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		if (!strncmp(l, f[i], strlen(f[i])))
+			return 1;
+	return 0;
+}
+
+void diff_state(struct diff_log *log, const char *label)
+{
+	char *smaps = read_file("/proc/self/smaps"), *l, *next;
+	unsigned long lo = (unsigned long)DIFF_BASE, hi = lo + DIFF_SPAN;
+	int in = 0;
+
+	diff_note(log, "== %s", label);
+	for (l = smaps; l && *l; l = next) {
+		unsigned long s, e;
+
+		next = strchr(l, '\n');
+		if (next)
+			*next++ = 0;
+		else
+			next = l + strlen(l);
+		/* a VMA's header line, "start-end perms ..." */
+		if (sscanf(l, "%lx-%lx ", &s, &e) == 2) {
+			in = s < hi && e > lo;
+			if (in) {
+				char perms[8] = "", path[8] = "";
+				unsigned long off;
+
+				/* Each run has its own file: no inode, no name. */
+				sscanf(l, "%*s %7s %lx %*s %*s %7s", perms, &off,
+				       path);
+				diff_note(log, "%lx-%lx %s %lx %s", s, e, perms,
+					  off, path[0] ? "file" : "anon");
+				log_residency(log, s, e);
+			}
+			continue;
+		}
+		if (in && wanted_smaps_field(l))
+			diff_note(log, "  %s", l);
+	}
+	free(smaps);
+	diff_note(log, "VmLck %ld kB", status_kb("VmLck"));
+	diff_note(log, "Mlocked %+ld kB", meminfo_kb("Mlocked") - log->mlocked0);
+}
+
+/*
+ * The texts live in static buffers: the parent's heap must look the same at
+ * every fork, or mlockall() would lock a different amount in each child.
+ */
+#define DIFF_TEXT_MAX	(1 << 20)
+static char diff_want[DIFF_TEXT_MAX], diff_got[DIFF_TEXT_MAX];
+
+static void run_path(const struct path_ops *p, scenario_fn fn, int *status,
+		     char *out)
+{
+	size_t len = 0;
+	int pfd[2];
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe(pfd))
+		abort();
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		struct diff_log log = { 0 };
+
+		close(pfd[0]);
+		cur_mode = p->mode;
+		log.mlocked0 = meminfo_kb("Mlocked");
+		fn(p, &log);
+		for (size_t off = 0; off < log.len; ) {
+			n = write(pfd[1], log.buf + off, log.len - off);
+			if (n <= 0)
+				_exit(96);
+			off += n;
+		}
+		_exit(0);
+	}
+	close(pfd[1]);
+	while ((n = read(pfd[0], out + len, DIFF_TEXT_MAX - len - 1)) > 0)
+		len += n;
+	out[len] = 0;
+	close(pfd[0]);
+	waitpid(pid, status, 0);
+}
+
+void drain_everything(void)
+{
+	int fd = open("/proc/sys/vm/compact_memory", O_WRONLY);
+
+	mlf_drain();
+	if (fd >= 0) {
+		if (write(fd, "1", 1) < 0)
+			perror("compact_memory");
+		close(fd);
+	}
+}
+
+/* First differing line of a and b, for the log. */
+static void show_difference(const char *a, const char *b)
+{
+	int line = 1;
+
+	while (*a && *a == *b) {
+		if (*a == '\n')
+			line++;
+		a++;
+		b++;
+	}
+	fprintf(stderr, "# first difference at line %d\n#  syscall: %.*s\n#  ioctl:   %.*s\n",
+		line, (int)strcspn(a, "\n"), a, (int)strcspn(b, "\n"), b);
+}
+
+int diff_run(const char *name, scenario_fn fn)
+{
+	int bad = 0;
+
+	for (int i = 0; i < diff_npaths; i++) {
+		char *got = i ? diff_got : diff_want;
+		long mlocked, unevictable;
+		int status;
+
+		drain_everything();
+		mlocked = meminfo_kb("Mlocked");
+		unevictable = meminfo_kb("Unevictable");
+		run_path(&diff_paths[i], fn, &status, got);
+		if (getenv("MLF_DIFF_VERBOSE"))
+			fprintf(stderr, "# --- %s/%s\n%s", name,
+				diff_paths[i].name, got);
+		if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+			fprintf(stderr, "# %s/%s: child status %#x\n", name,
+				diff_paths[i].name, status);
+			bad = 1;
+		}
+		if (i && strcmp(diff_want, got)) {
+			fprintf(stderr, "# %s: %s differs from syscall\n",
+				name, diff_paths[i].name);
+			show_difference(diff_want, got);
+			bad = 1;
+		}
+		drain_everything();
+		if (meminfo_kb("Mlocked") != mlocked ||
+		    meminfo_kb("Unevictable") != unevictable) {
+			fprintf(stderr, "# %s/%s: leaked: Mlocked %ld -> %ld kB, Unevictable %ld -> %ld kB\n",
+				name, diff_paths[i].name, mlocked,
+				meminfo_kb("Mlocked"), unevictable,
+				meminfo_kb("Unevictable"));
+			bad = 1;
+		}
+	}
+	return bad;
+}

@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Differential tests: every scenario through mlock(2) & co and through the
+ * ioctls in each mode must leave the same observable state (see mlf_diff.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "kselftest_harness.h"
+#include "mlf_diff.h"
+#include "mlf_test.h"
+
+#define RW	(PROT_READ | PROT_WRITE)
+#define ANON	(MAP_PRIVATE | MAP_ANONYMOUS)
+
+#define DIFF_TEST(name)							\
+	static void scn_##name(const struct path_ops *p,		\
+			       struct diff_log *log);			\
+	TEST(name)							\
+	{								\
+		ASSERT_LE(0, mlf_fd());					\
+		EXPECT_EQ(0, diff_run(#name, scn_##name));		\
+	}								\
+	static void scn_##name(const struct path_ops *p,		\
+			       struct diff_log *log)
+
+/* A file of @pages pages, private to this run, with the content written. */
+static int new_file(const char *dir, size_t pages)
+{
+	char path[64], page[PAGE];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/mlf-diff-%d", dir, getpid());
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		_exit(95);
+	unlink(path);
+	memset(page, 'x', sizeof(page));
+	for (size_t i = 0; i < pages; i++)
+		if (write(fd, page, sizeof(page)) != (ssize_t)sizeof(page))
+			_exit(94);
+	return fd;
+}
+
+DIFF_TEST(anon_touched)
+{
+	char *m = diff_map(0, 16 * PAGE, RW, ANON, -1);
+
+	diff_touch(m, 16 * PAGE, 1);
+	diff_ret(log, "lock", p->lock(m, 16 * PAGE));
+	diff_state(log, "locked");
+	diff_ret(log, "unlock", p->unlock(m, 16 * PAGE));
+	diff_state(log, "unlocked");
+}
+
+DIFF_TEST(anon_untouched)
+{
+	char *m = diff_map(0, 16 * PAGE, RW, ANON, -1);
+
+	diff_ret(log, "lock", p->lock(m, 16 * PAGE));
+	diff_state(log, "locked");
+	diff_ret(log, "unlock", p->unlock(m, 16 * PAGE));
+	diff_state(log, "unlocked");
+}
+
+DIFF_TEST(anon_partly_touched_and_zero_page)
+{
+	char *m = diff_map(0, 32 * PAGE, RW, ANON, -1);
+
+	for (int i = 0; i < 32; i += 3)
+		diff_touch(m + i * PAGE, PAGE, 1);
+	for (int i = 1; i < 32; i += 3)
+		diff_touch(m + i * PAGE, PAGE, 0);	/* the zero page */
+	diff_ret(log, "lock", p->lock(m, 32 * PAGE));
+	diff_state(log, "locked");
+	diff_ret(log, "unlock", p->unlock(m, 32 * PAGE));
+	diff_state(log, "unlocked");
+}
+
+DIFF_TEST(unaligned_and_odd_lengths)
+{
+	char *m = diff_map(0, 16 * PAGE, RW, ANON, -1);
+
+	diff_touch(m, 16 * PAGE, 1);
+	diff_ret(log, "lock +100,5000", p->lock(m + 100, 5000));
+	diff_state(log, "a");
+	diff_ret(log, "lock len 0", p->lock(m + 8 * PAGE, 0));
+	diff_ret(log, "lock len 1", p->lock(m + 9 * PAGE + PAGE - 1, 1));
+	diff_state(log, "b");
+	diff_ret(log, "unlock +1,1", p->unlock(m + 1, 1));
+	diff_ret(log, "unlock len 0", p->unlock(m, 0));
+	diff_state(log, "c");
+	diff_ret(log, "lock len -1", p->lock(m, -1UL));
+	diff_ret(log, "lock wraps", p->lock(m + PAGE, -2 * PAGE));
+	diff_ret(log, "unlock wraps", p->unlock(m + PAGE, -2 * PAGE));
+	diff_ret(log, "unlock len -1", p->unlock(m, -1UL));
+	diff_state(log, "d");
+	diff_ret(log, "unlock all", p->unlock(m, 16 * PAGE));
+	diff_state(log, "e");
+}
+
+DIFF_TEST(holes_and_unmapped)
+{
+	char *m = diff_map(0, 8 * PAGE, RW, ANON, -1);
+
+	diff_touch(m, 8 * PAGE, 1);
+	munmap(m + 3 * PAGE, PAGE);
+	diff_ret(log, "lock over hole", p->lock(m, 8 * PAGE));
+	diff_state(log, "after hole");
+	diff_ret(log, "lock unmapped", p->lock(m + 3 * PAGE, PAGE));
+	diff_ret(log, "lock past end", p->lock(m + 4 * PAGE, 8 * PAGE));
+	diff_state(log, "after past end");
+	diff_ret(log, "unlock over hole", p->unlock(m, 8 * PAGE));
+	diff_state(log, "unlocked");
+	diff_ret(log, "lock NULL", p->lock(NULL, PAGE));
+	diff_ret(log, "lock kernel", p->lock((void *)0xffff888000000000UL, PAGE));
+}
+
+DIFF_TEST(split_and_merge)
+{
+	char *m = diff_map(0, 10 * PAGE, RW, ANON, -1);
+
+	diff_touch(m, 10 * PAGE, 1);
+	diff_ret(log, "lock middle", p->lock(m + 4 * PAGE, 2 * PAGE));
+	diff_state(log, "split in three");
+	diff_ret(log, "lock left", p->lock(m + 3 * PAGE, PAGE));
+	diff_ret(log, "lock right", p->lock(m + 6 * PAGE, PAGE));
+	diff_state(log, "merged");
+	diff_ret(log, "unlock one", p->unlock(m + 5 * PAGE, PAGE));
+	diff_state(log, "split again");
+	diff_ret(log, "unlock all", p->unlock(m, 10 * PAGE));
+	diff_state(log, "merged back");
+}
+
+DIFF_TEST(lock_twice_unlock_once)
+{
+	char *m = diff_map(0, 8 * PAGE, RW, ANON, -1);
+
+	diff_touch(m, 8 * PAGE, 1);
+	diff_ret(log, "lock", p->lock(m, 8 * PAGE));
+	diff_ret(log, "lock again", p->lock(m, 8 * PAGE));
+	diff_state(log, "locked twice");
+	diff_ret(log, "unlock", p->unlock(m, 8 * PAGE));
+	diff_ret(log, "unlock again", p->unlock(m, 8 * PAGE));
+	diff_state(log, "unlocked");
+}
+
+DIFF_TEST(onfault)
+{
+	char *m = diff_map(0, 16 * PAGE, RW, ANON, -1);
+
+	diff_touch(m, 4 * PAGE, 1);
+	diff_ret(log, "lock2 onfault", p->lock2(m, 16 * PAGE, MLOCK_ONFAULT));
+	diff_state(log, "onfault");
+	diff_touch(m + 8 * PAGE, 2 * PAGE, 1);
+	diff_state(log, "faulted two");
+	diff_ret(log, "lock without onfault", p->lock(m, 16 * PAGE));
+	diff_state(log, "populated");
+	diff_ret(log, "lock2 bad flags", p->lock2(m, PAGE, 2));
+	diff_ret(log, "lock2 bad flags", p->lock2(m, PAGE, 0x80000000));
+	diff_ret(log, "unlock", p->unlock(m, 16 * PAGE));
+	diff_state(log, "unlocked");
+}
+
+DIFF_TEST(protections)
+{
+	char *ro = diff_map(0, 4 * PAGE, PROT_READ, ANON, -1);
+	char *none = diff_map(8 * PAGE, 4 * PAGE, PROT_NONE, ANON, -1);
+	char *rw = diff_map(16 * PAGE, 4 * PAGE, RW, ANON, -1);
+
+	diff_touch(ro, 4 * PAGE, 0);
+	diff_touch(rw, 4 * PAGE, 1);
+	diff_ret(log, "lock ro", p->lock(ro, 4 * PAGE));
+	diff_ret(log, "lock none", p->lock(none, 4 * PAGE));
+	diff_state(log, "locked");
+	mprotect(rw, 4 * PAGE, PROT_NONE);
+	diff_ret(log, "lock rw made none", p->lock(rw, 4 * PAGE));
+	mprotect(rw, 4 * PAGE, PROT_READ);
+	diff_ret(log, "lock rw made ro", p->lock(rw, 4 * PAGE));
+	diff_state(log, "after mprotect");
+	diff_ret(log, "unlock", p->unlock(ro, 20 * PAGE));
+	diff_ret(log, "unlock pieces", p->unlock(rw, 4 * PAGE));
+	diff_state(log, "unlocked");
+}
+
+DIFF_TEST(file_private_and_shared)
+{
+	int fd = new_file("/tmp", 8);
+	char *priv = diff_map(0, 8 * PAGE, RW, MAP_PRIVATE, fd);
+	char *shared = diff_map(16 * PAGE, 8 * PAGE, RW, MAP_SHARED, fd);
+	char *rdonly = diff_map(32 * PAGE, 8 * PAGE, PROT_READ, MAP_SHARED, fd);
+
+	diff_touch(priv, 4 * PAGE, 0);		/* cached, not yet COW */
+	diff_touch(shared, 2 * PAGE, 1);
+	diff_ret(log, "lock private", p->lock(priv, 8 * PAGE));
+	diff_ret(log, "lock shared", p->lock(shared, 8 * PAGE));
+	diff_ret(log, "lock rdonly", p->lock(rdonly, 8 * PAGE));
+	diff_state(log, "locked");
+	diff_ret(log, "unlock shared", p->unlock(shared, 8 * PAGE));
+	diff_state(log, "shared unlocked");
+	diff_ret(log, "unlock all", p->unlock(priv, 40 * PAGE));
+	diff_state(log, "unlocked");
+	close(fd);
+}
+
+DIFF_TEST(memfd_shared_twice)
+{
+	int fd = memfd_create("mlf-diff", 0);
+	char *a, *b;
+
+	if (fd < 0 || ftruncate(fd, 8 * PAGE))
+		_exit(93);
+	a = diff_map(0, 8 * PAGE, RW, MAP_SHARED, fd);
+	b = diff_map(16 * PAGE, 8 * PAGE, RW, MAP_SHARED, fd);
+	diff_touch(a, 8 * PAGE, 1);
+	diff_touch(b, 8 * PAGE, 0);
+	diff_ret(log, "lock a", p->lock(a, 8 * PAGE));
+	diff_ret(log, "lock b", p->lock(b, 8 * PAGE));
+	diff_state(log, "both locked");
+	diff_ret(log, "unlock a", p->unlock(a, 8 * PAGE));
+	diff_state(log, "b still locked");
+	diff_ret(log, "unlock b", p->unlock(b, 8 * PAGE));
+	diff_state(log, "unlocked");
+	close(fd);
+}
+
+DIFF_TEST(cow_after_fork)
+{
+	char *m = diff_map(0, 8 * PAGE, RW, ANON, -1);
+	pid_t pid;
+	int fds[2];
+	char c;
+
+	diff_touch(m, 8 * PAGE, 1);
+	if (pipe(fds))
+		_exit(92);
+	pid = fork();
+	if (pid == 0) {
+		/* hold the pages shared until the parent is done */
+		close(fds[1]);
+		if (read(fds[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	diff_state(log, "shared with child");
+	diff_ret(log, "lock", p->lock(m, 8 * PAGE));
+	diff_state(log, "locked: COW broken");
+	diff_ret(log, "unlock", p->unlock(m, 8 * PAGE));
+	close(fds[1]);
+	waitpid(pid, NULL, 0);
+	diff_state(log, "unlocked");
+}
+
+DIFF_TEST(child_inherits_no_lock)
+{
+	char *m = diff_map(0, 8 * PAGE, RW, ANON, -1);
+	int fds[2];
+	pid_t pid;
+
+	diff_touch(m, 8 * PAGE, 1);
+	diff_ret(log, "lock", p->lock(m, 8 * PAGE));
+	if (pipe(fds))
+		_exit(92);
+	pid = fork();
+	if (pid == 0) {
+		char line[256];
+		char *s = read_file("/proc/self/smaps");
+		char *lo = s ? strstr(s, "VmFlags:") : NULL;
+		int n = snprintf(line, sizeof(line), "child VmLck %ld kB, lo %s",
+				 status_kb("VmLck"),
+				 lo && strstr(lo, " lo") ? "yes" : "no");
+
+		if (write(fds[1], line, n) != n)
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[1]);
+	{
+		char buf[256] = { 0 };
+
+		if (read(fds[0], buf, sizeof(buf) - 1) < 0)
+			_exit(91);
+		diff_note(log, "%s", buf);
+	}
+	waitpid(pid, NULL, 0);
+	diff_state(log, "parent");
+	diff_ret(log, "unlock", p->unlock(m, 8 * PAGE));
+}
+
+DIFF_TEST(rlimit_and_capability)
+{
+	char *m = diff_map(0, 32 * PAGE, RW, ANON, -1);
+
+	diff_touch(m, 32 * PAGE, 1);
+	diff_limit(8 * PAGE);
+	diff_ret(log, "lock within", p->lock(m, 8 * PAGE));
+	diff_ret(log, "lock same again", p->lock(m, 8 * PAGE));
+	diff_ret(log, "lock beyond", p->lock(m, 9 * PAGE));
+	diff_ret(log, "lock overlap", p->lock(m + 4 * PAGE, 8 * PAGE));
+	diff_state(log, "limited");
+	diff_ret(log, "lockall current", p->lockall(MCL_CURRENT));
+	diff_ret(log, "unlock", p->unlock(m, 32 * PAGE));
+	diff_limit(0);
+	diff_ret(log, "lock with limit 0", p->lock(m, PAGE));
+	diff_ret(log, "lockall with limit 0", p->lockall(MCL_CURRENT));
+	diff_ret(log, "unlock with limit 0", p->unlock(m, PAGE));
+	diff_state(log, "after");
+}
+
+DIFF_TEST(lockall_current_future)
+{
+	char *m = diff_map(0, 8 * PAGE, RW, ANON, -1);
+	char *later;
+
+	diff_touch(m, 4 * PAGE, 1);
+	diff_ret(log, "lockall 0", p->lockall(0));
+	diff_ret(log, "lockall onfault alone", p->lockall(MCL_ONFAULT));
+	diff_ret(log, "lockall bad bit", p->lockall(8));
+	diff_ret(log, "lockall future", p->lockall(MCL_FUTURE));
+	later = diff_map(16 * PAGE, 4 * PAGE, RW, ANON, -1);
+	diff_state(log, "future mapping");
+	diff_ret(log, "munmap", munmap(later, 4 * PAGE));
+	diff_ret(log, "unlockall", p->unlockall());
+	diff_ret(log, "lockall future onfault",
+		 p->lockall(MCL_FUTURE | MCL_ONFAULT));
+	later = diff_map(16 * PAGE, 4 * PAGE, RW, ANON, -1);
+	diff_touch(later, PAGE, 1);
+	diff_state(log, "future onfault mapping");
+	diff_ret(log, "unlockall", p->unlockall());
+	diff_state(log, "all unlocked");
+}
+
+/* mlockall(MCL_CURRENT) locks everything; only our region is compared. */
+DIFF_TEST(lockall_current)
+{
+	char *m = diff_map(0, 8 * PAGE, RW, ANON, -1);
+	char *o = diff_map(16 * PAGE, 8 * PAGE, RW, ANON, -1);
+
+	diff_touch(m, 4 * PAGE, 1);
+	diff_touch(o, 8 * PAGE, 0);
+	diff_ret(log, "lockall current", p->lockall(MCL_CURRENT));
+	diff_state(log, "locked");
+	diff_note(log, "VmLck>0: %d", status_kb("VmLck") > 0);
+	diff_ret(log, "unlockall", p->unlockall());
+	diff_state(log, "unlocked");
+	diff_ret(log, "lockall current onfault",
+		 p->lockall(MCL_CURRENT | MCL_ONFAULT));
+	diff_state(log, "locked onfault");
+	diff_ret(log, "unlockall", p->unlockall());
+	diff_state(log, "unlocked again");
+}
+
+DIFF_TEST(thp)
+{
+	char *m = diff_map(0, 4UL << 20, RW, ANON, -1);
+
+	madvise(m, 4UL << 20, MADV_HUGEPAGE);
+	diff_touch(m, 4UL << 20, 1);
+	diff_state(log, "touched");
+	diff_ret(log, "lock whole", p->lock(m, 2UL << 20));
+	diff_state(log, "first THP locked");
+	diff_ret(log, "lock cutting", p->lock(m + (3UL << 20), 64 * PAGE));
+	diff_state(log, "second THP cut");
+	diff_ret(log, "unlock", p->unlock(m, 4UL << 20));
+	diff_state(log, "unlocked");
+}
+
+DIFF_TEST(mremap_and_munmap_locked)
+{
+	char *m = diff_map(0, 8 * PAGE, RW, ANON, -1);
+	char *n;
+
+	diff_touch(m, 8 * PAGE, 1);
+	diff_ret(log, "lock", p->lock(m, 8 * PAGE));
+	n = mremap(m, 8 * PAGE, 12 * PAGE, MREMAP_MAYMOVE | MREMAP_FIXED,
+		   DIFF_BASE + 32 * PAGE);
+	diff_note(log, "mremap %s", n == DIFF_BASE + 32 * PAGE ? "ok" : "failed");
+	diff_state(log, "moved and grown");
+	diff_ret(log, "munmap part", munmap(n + 2 * PAGE, 2 * PAGE));
+	diff_state(log, "part unmapped");
+	diff_ret(log, "unlock", p->unlock(n, 12 * PAGE));
+	diff_state(log, "unlocked");
+}
+
+DIFF_TEST(brk_with_future)
+{
+	char *cur = sbrk(0);
+
+	diff_ret(log, "lockall future", p->lockall(MCL_FUTURE));
+	diff_note(log, "sbrk %s", sbrk(8 * PAGE) == (void *)-1 ? "failed" : "ok");
+	diff_note(log, "heap grew locked: VmLck %ld kB >= 32",
+		  status_kb("VmLck"));
+	diff_ret(log, "unlockall", p->unlockall());
+	diff_note(log, "VmLck %ld", status_kb("VmLck"));
+	diff_note(log, "brk back %d", brk(cur));
+}
+
+TEST_HARNESS_MAIN
