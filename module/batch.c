@@ -168,11 +168,6 @@ void mlf_batch_put(struct mlf_batch *b, bool deferred)
 	preempt_enable();
 }
 
-bool mlf_batch_has(struct mlf_batch *b, struct folio *folio)
-{
-	return mlf_find(b, folio);
-}
-
 /*
  * @folio owes @owed more kernel mlocks.  @fresh: the caller has just set
  * PG_mlocked, so whatever an old entry still owed was voided by an munlock

@@ -32,12 +32,10 @@ DEFINE_STATIC_CALL_NULL(mlf_sc_sys_mlockall, mlf_proto_syscall);
 DEFINE_STATIC_CALL_NULL(mlf_sc_sys_munlockall, mlf_proto_syscall);
 DEFINE_STATIC_CALL_NULL(mlf_sc_mlock_drain_local, mlf_proto_mlock_drain_local);
 #ifdef MLF_SERIES_6_1
-DEFINE_STATIC_CALL_NULL(mlf_sc_vm_normal_page, mlf_proto_vm_normal_page);
 DEFINE_STATIC_CALL_NULL(mlf_sc_munlock_page, mlf_proto_munlock_page);
 DEFINE_STATIC_CALL_NULL(mlf_sc_vma_merge, mlf_proto_vma_merge);
 DEFINE_STATIC_CALL_NULL(mlf_sc_split_vma, mlf_proto_split_vma);
 #else
-DEFINE_STATIC_CALL_NULL(mlf_sc_vm_normal_folio, mlf_proto_vm_normal_folio);
 DEFINE_STATIC_CALL_NULL(mlf_sc_munlock_folio, mlf_proto_munlock_folio);
 DEFINE_STATIC_CALL_NULL(mlf_sc_pte_offset_map_lock,
 			mlf_proto_pte_offset_map_lock);
@@ -72,13 +70,11 @@ static const struct mlf_func mlf_funcs[] = {
 	MLF_FUNC(sys_munlockall, "__x64_sys_munlockall"),
 #ifdef MLF_SERIES_6_1
 	MLF_FUNC(mlock_drain_local, "mlock_page_drain_local"),
-	MLF_FUNC(vm_normal_page, "vm_normal_page"),
 	MLF_FUNC(munlock_page, "munlock_page"),
 	MLF_FUNC(vma_merge, "vma_merge"),
 	MLF_FUNC(split_vma, "split_vma"),
 #else
 	MLF_FUNC(mlock_drain_local, "mlock_drain_local"),
-	MLF_FUNC(vm_normal_folio, "vm_normal_folio"),
 	MLF_FUNC(munlock_folio, "munlock_folio"),
 	MLF_FUNC(pte_offset_map_lock, "__pte_offset_map_lock"),
 	MLF_FUNC(vma_modify_flags, "vma_modify_flags"),
@@ -288,6 +284,32 @@ static void mlf_fixup_pages(struct vm_area_struct *vma, unsigned long start,
 		mlf_vma_set_flags(vma, newflags);
 }
 
+static bool mlf_mergeable_flags(struct vm_area_struct *vma, vm_flags_t flags)
+{
+	return !((vma->vm_flags ^ flags) & ~VM_SOFTDIRTY);
+}
+
+/*
+ * The piece is a whole VMA and neither neighbour could merge with it (merging
+ * needs equal vm_flags): the kernel's merge attempt would change nothing, so
+ * only the flags change.  Saves the merge attempt on every call.
+ */
+static bool mlf_stays_alone(struct vm_area_struct *vma,
+			    struct vm_area_struct *prev, unsigned long start,
+			    unsigned long end, vm_flags_t newflags)
+{
+	struct vm_area_struct *next;
+
+	if (start != vma->vm_start || end != vma->vm_end)
+		return false;
+	if (prev && prev != vma && prev->vm_end == start &&
+	    mlf_mergeable_flags(prev, newflags))
+		return false;
+	next = find_vma(vma->vm_mm, end);
+	return !next || next->vm_start != end ||
+	       !mlf_mergeable_flags(next, newflags);
+}
+
 static void mlf_account(struct mm_struct *mm, unsigned long start,
 			unsigned long end, vm_flags_t oldflags,
 			vm_flags_t newflags)
@@ -319,6 +341,8 @@ static int mlf_fixup(struct vm_area_struct *vma, struct vm_area_struct **prev,
 		goto out;
 	}
 
+	if (mlf_stays_alone(vma, *prev, start, end, newflags))
+		goto modified;
 	pgoff = vma->vm_pgoff + ((start - vma->vm_start) >> PAGE_SHIFT);
 	merged = mlf_call(vma_merge)(mm, *prev, start, end, newflags,
 				     vma->anon_vma, vma->vm_file, pgoff,
@@ -338,6 +362,7 @@ static int mlf_fixup(struct vm_area_struct *vma, struct vm_area_struct **prev,
 				goto out;
 		}
 	}
+modified:
 	mlf_account(mm, start, end, oldflags, newflags);
 	mlf_fixup_pages(vma, start, end, oldflags, newflags, ops, ctx);
 out:
@@ -411,7 +436,9 @@ static int mlf_fixup(struct vma_iterator *vmi, struct vm_area_struct *vma,
 		ops->skipped(ctx, vma, start, end);
 		goto out;
 	}
-	vma = mlf_call(vma_modify_flags)(vmi, *prev, vma, start, end, newflags);
+	if (!mlf_stays_alone(vma, *prev, start, end, newflags))
+		vma = mlf_call(vma_modify_flags)(vmi, *prev, vma, start, end,
+						 newflags);
 	if (IS_ERR(vma)) {
 		ret = PTR_ERR(vma);
 		goto out;

@@ -88,10 +88,6 @@ void mlf_proto_mlock_drain_local(void);
 DECLARE_STATIC_CALL(mlf_sc_mlock_drain_local, mlf_proto_mlock_drain_local);
 
 #ifdef MLF_SERIES_6_1
-struct page *mlf_proto_vm_normal_page(struct vm_area_struct *vma,
-				      unsigned long addr, pte_t pte);
-DECLARE_STATIC_CALL(mlf_sc_vm_normal_page, mlf_proto_vm_normal_page);
-
 void mlf_proto_munlock_page(struct page *page);
 DECLARE_STATIC_CALL(mlf_sc_munlock_page, mlf_proto_munlock_page);
 
@@ -108,10 +104,6 @@ int mlf_proto_split_vma(struct mm_struct *mm, struct vm_area_struct *vma,
 			unsigned long addr, int new_below);
 DECLARE_STATIC_CALL(mlf_sc_split_vma, mlf_proto_split_vma);
 #else
-struct folio *mlf_proto_vm_normal_folio(struct vm_area_struct *vma,
-					unsigned long addr, pte_t pte);
-DECLARE_STATIC_CALL(mlf_sc_vm_normal_folio, mlf_proto_vm_normal_folio);
-
 void mlf_proto_munlock_folio(struct folio *folio);
 DECLARE_STATIC_CALL(mlf_sc_munlock_folio, mlf_proto_munlock_folio);
 
@@ -160,23 +152,21 @@ static inline pte_t mlf_ptep_get(pte_t *pte)
 #endif
 }
 
-/* NULL where there is no normal, non-device folio behind the pte. */
-static inline struct folio *mlf_pte_folio(struct vm_area_struct *vma,
-					  unsigned long addr, pte_t pte)
+/*
+ * vm_normal_page() for the VMAs mlock walks: they are never VM_PFNMAP or
+ * VM_MIXEDMAP (mlf_vma_lockable), so a special pte (the zero page, devmap)
+ * never has a normal folio behind it and any other pte does.
+ */
+static inline struct folio *mlf_pte_folio(pte_t pte)
 {
-	struct folio *folio;
-#ifdef MLF_SERIES_6_1
-	struct page *page = mlf_call(vm_normal_page)(vma, addr, pte);
+	struct page *page;
 
-	if (!page || is_zone_device_page(page))
+	if (pte_special(pte))
 		return NULL;
-	folio = page_folio(page);
-#else
-	folio = mlf_call(vm_normal_folio)(vma, addr, pte);
-	if (!folio || folio_is_zone_device(folio))
+	page = pfn_to_page(pte_pfn(pte));
+	if (is_zone_device_page(page))
 		return NULL;
-#endif
-	return folio;
+	return page_folio(page);
 }
 
 /* NULL (6.12 only) when the page table went away: the walk retries. */

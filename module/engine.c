@@ -35,7 +35,38 @@ struct mlf_ctx {
 	int cpu;
 	unsigned long pop_start, pop_end;	/* what populate must visit */
 	unsigned long pages;
+	struct zone *zone;	/* NR_MLOCK change not yet applied ... */
+	long zone_pages;	/* ... to this zone, in pages */
 };
+
+/* Apply the pending NR_MLOCK change and its vm events. */
+static void mlf_acct_flush(struct mlf_ctx *c)
+{
+	long nr = c->zone_pages;
+
+	if (!nr)
+		return;
+	mod_zone_page_state(c->zone, NR_MLOCK, c->lock ? nr : -nr);
+	count_vm_events(c->lock ? UNEVICTABLE_PGMLOCKED :
+			UNEVICTABLE_PGMUNLOCKED, nr);
+	c->pages += nr;
+	c->zone_pages = 0;
+}
+
+/*
+ * Count a folio's pages in or out of Mlocked.  Folios of one walk share a
+ * zone, so this batches what mlock_folio() does per folio.
+ */
+static void mlf_acct(struct mlf_ctx *c, struct folio *folio)
+{
+	struct zone *zone = folio_zone(folio);
+
+	if (zone != c->zone) {
+		mlf_acct_flush(c);
+		c->zone = zone;
+	}
+	c->zone_pages += folio_nr_pages(folio);
+}
 
 static void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode, bool lock)
 {
@@ -110,8 +141,6 @@ static struct mlf_batch *mlf_lock_again(struct mlf_ctx *c,
 static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
 				      struct folio *folio)
 {
-	long nr = folio_nr_pages(folio);
-
 	if (folio_test_unevictable(folio)) {
 		/* mlock_count is live: let the kernel raise it. */
 		mlf_kernel_mlock(folio);
@@ -123,9 +152,7 @@ static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
 			b = mlf_lock_again(c, b, folio);
 		return b;
 	}
-	mod_zone_page_state(folio_zone(folio), NR_MLOCK, nr);
-	__count_vm_events(UNEVICTABLE_PGMLOCKED, nr);
-	c->pages += nr;
+	mlf_acct(c, folio);
 	if (!folio_test_lru(folio)) {
 		/* Whoever holds it puts it back, and that culls it. */
 		c->off_lru = true;
@@ -138,7 +165,6 @@ static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
 	 */
 	if (c->mode == MLF_RECLAIM && mlf_folio_private(folio))
 		return b;
-	mlf_note_cpu(c);
 	mlf_batch_push(b, folio, 1, true);
 	return b;
 }
@@ -146,13 +172,9 @@ static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
 /* PG_mlocked off a folio not (yet) on the unevictable list. */
 static void mlf_clear_mlocked(struct mlf_ctx *c, struct folio *folio)
 {
-	long nr = folio_nr_pages(folio);
-
 	if (!folio_test_clear_mlocked(folio))
 		return;
-	mod_zone_page_state(folio_zone(folio), NR_MLOCK, -nr);
-	__count_vm_events(UNEVICTABLE_PGMUNLOCKED, nr);
-	c->pages += nr;
+	mlf_acct(c, folio);
 	/* Order the clear before the re-check, as the mover orders its test. */
 	smp_mb__after_atomic();
 	if (folio_test_unevictable(folio)) {
@@ -221,7 +243,9 @@ static int mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
 	if (c->lock && mlf_populates(vma) && mlf_needs_cow(vma, pmd_write(val)))
 		mlf_need_populate(c, addr, end);
 	b = mlf_batch_get();
+	mlf_note_cpu(c);
 	b = mlf_folio_op(c, b, mlf_pmd_folio(val));
+	mlf_acct_flush(c);
 	mlf_batch_put(b, c->mode != MLF_EAGER);
 out:
 	spin_unlock(ptl);
@@ -249,6 +273,7 @@ static int mlf_pmd_entry(pmd_t *pmd, unsigned long addr, unsigned long end,
 		return 0;
 	}
 	b = mlf_batch_get();
+	mlf_note_cpu(c);
 	for (pte = start_pte; addr != end; pte++, addr += PAGE_SIZE) {
 		pte_t ptent = mlf_ptep_get(pte);
 		struct folio *folio;
@@ -262,9 +287,13 @@ static int mlf_pmd_entry(pmd_t *pmd, unsigned long addr, unsigned long end,
 		}
 		if (populates && mlf_needs_cow(vma, pte_write(ptent)))
 			mlf_need_populate(c, addr, addr + PAGE_SIZE);
-		folio = mlf_pte_folio(vma, addr, ptent);
+		folio = mlf_pte_folio(ptent);
 		if (!folio)
 			continue;
+		if (likely(!folio_test_large(folio))) {
+			b = mlf_folio_op(c, b, folio);
+			continue;
+		}
 		step = mlf_pte_folio_step(folio, vma, pte, addr, start, end,
 					  c->lock, &act);
 		if (act)
@@ -272,6 +301,7 @@ static int mlf_pmd_entry(pmd_t *pmd, unsigned long addr, unsigned long end,
 		pte += step - 1;
 		addr += (step - 1) << PAGE_SHIFT;
 	}
+	mlf_acct_flush(c);
 	mlf_batch_put(b, c->mode != MLF_EAGER);
 	pte_unmap_unlock(start_pte, ptl);
 	cond_resched();

@@ -60,7 +60,6 @@ struct mlf_batch *mlf_batch_get(void);
 void mlf_batch_put(struct mlf_batch *b, bool deferred);
 void mlf_batch_push(struct mlf_batch *b, struct folio *folio,
 		    unsigned int owed, bool fresh);
-bool mlf_batch_has(struct mlf_batch *b, struct folio *folio);
 int mlf_batch_cancel(struct mlf_batch *b, struct folio *folio);
 /* The remote calls take other CPUs' batch locks: hold none yourself. */
 int mlf_batch_cancel_remote(struct folio *folio);
