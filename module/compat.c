@@ -310,6 +310,19 @@ static bool mlf_stays_alone(struct vm_area_struct *vma,
 	       !mlf_mergeable_flags(next, newflags);
 }
 
+/*
+ * The piece merged with the VMA after it, already in the new state, and the
+ * loop steps over the rest of that VMA as mlock's does.  The syscall's
+ * populate still visits the part inside the range.
+ */
+static void mlf_merged_over(struct vm_area_struct *vma, unsigned long from,
+			    unsigned long to, const struct mlf_fixup_ops *ops,
+			    void *ctx)
+{
+	if (from < to)
+		ops->skipped(ctx, vma, from, to);
+}
+
 static void mlf_account(struct mm_struct *mm, unsigned long start,
 			unsigned long end, vm_flags_t oldflags,
 			vm_flags_t newflags)
@@ -398,6 +411,7 @@ int mlf_apply_range(struct mm_struct *mm, unsigned long start,
 		if (error)
 			return error;
 		nstart = max(tmp, prev->vm_end);
+		mlf_merged_over(prev, tmp, min(nstart, end), ops, ctx);
 		if (nstart >= end)
 			return 0;
 		vma = find_vma(mm, prev->vm_end);
@@ -484,9 +498,10 @@ int mlf_apply_range(struct mm_struct *mm, unsigned long start,
 				  ctx);
 		if (error)
 			return error;
-		/* vma_iter_end(): the iterator now ends where the piece does. */
-		tmp = vmi.mas.last + 1;
-		nstart = tmp;
+		/* vma_iter_end(): where the VMA now holding the piece ends. */
+		nstart = vmi.mas.last + 1;
+		mlf_merged_over(prev, tmp, min(nstart, end), ops, ctx);
+		tmp = nstart;
 	}
 	return tmp < end ? -ENOMEM : 0;
 }
