@@ -28,31 +28,34 @@
 #define MLF_HASH_BITS	(ilog2(MLF_BATCH_MAX) + 1)	/* load <= 1/2 */
 #define MLF_HASH_SIZE	BIT(MLF_HASH_BITS)
 
+/*
+ * An entry whose folio owes nothing (an unlock cancelled it) stays in place,
+ * dead, holding no reference, until the batch empties or is compacted: an
+ * unlock then costs one hash probe and no deletion, and a lock of the same
+ * folio revives the entry.
+ */
 struct mlf_entry {
 	struct folio *folio;
-	unsigned int owed;	/* kernel mlocks still to do */
+	unsigned int owed;	/* kernel mlocks still to do; 0: dead */
+	u16 slot;		/* its hash slot */
 };
 
 struct mlf_batch {
 	spinlock_t lock;	/* guards everything below */
-	unsigned int nr;
+	unsigned int nr;	/* entries[] in use, dead ones included */
+	unsigned int live;	/* entries owing something */
 	struct delayed_work work;
-	struct mlf_entry entries[MLF_BATCH_MAX];	/* dense, nr used */
+	struct mlf_entry entries[MLF_BATCH_MAX];
 	u16 hash[MLF_HASH_SIZE];	/* index + 1 into entries; 0: free */
 };
 
 static struct mlf_batch **mlf_batches;
 static enum cpuhp_state mlf_cpuhp_state;
 
-static unsigned int mlf_home(struct folio *folio)
-{
-	return hash_ptr(folio, MLF_HASH_BITS);
-}
-
 /* Linear probing: the hash slot of @folio, or of the free slot ending it. */
 static unsigned int mlf_slot(struct mlf_batch *b, struct folio *folio)
 {
-	unsigned int i = mlf_home(folio);
+	unsigned int i = hash_ptr(folio, MLF_HASH_BITS);
 
 	while (b->hash[i] && b->entries[b->hash[i] - 1].folio != folio)
 		i = (i + 1) & (MLF_HASH_SIZE - 1);
@@ -63,42 +66,45 @@ static struct mlf_entry *mlf_find(struct mlf_batch *b, struct folio *folio)
 {
 	unsigned int i;
 
-	if (!b->nr)
+	if (!b->live)
 		return NULL;
 	i = mlf_slot(b, folio);
 	return b->hash[i] ? &b->entries[b->hash[i] - 1] : NULL;
 }
 
-/* Delete hash slot @i, shifting back the run after it (no tombstones). */
-static void mlf_hash_delete(struct mlf_batch *b, unsigned int i)
+static void mlf_kill(struct mlf_batch *b, struct mlf_entry *e)
 {
-	unsigned int j = i, k;
-
-	for (;;) {
-		j = (j + 1) & (MLF_HASH_SIZE - 1);
-		if (!b->hash[j])
-			break;
-		k = mlf_home(b->entries[b->hash[j] - 1].folio);
-		/* Can the entry at j move to i without leaving its run? */
-		if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
-			b->hash[i] = b->hash[j];
-			i = j;
-		}
-	}
-	b->hash[i] = 0;
+	e->owed = 0;
+	folio_put(e->folio);
+	b->live--;
 }
 
-static void mlf_remove(struct mlf_batch *b, struct mlf_entry *e)
+/* Forget every entry (all dead by now). */
+static void mlf_reset(struct mlf_batch *b)
 {
-	unsigned int idx = e - b->entries, last = b->nr - 1;
+	unsigned int i;
 
-	mlf_hash_delete(b, mlf_slot(b, e->folio));
-	folio_put(e->folio);
-	if (idx != last) {
-		*e = b->entries[last];
-		b->hash[mlf_slot(b, e->folio)] = idx + 1;
+	for (i = 0; i < b->nr; i++)
+		b->hash[b->entries[i].slot] = 0;
+	b->nr = 0;
+}
+
+/* Drop the dead entries, keeping the live ones and their order. */
+static void mlf_compact(struct mlf_batch *b)
+{
+	unsigned int i, kept = 0;
+
+	mlf_reset(b);
+	for (i = 0; kept < b->live; i++) {
+		struct mlf_entry *e = &b->entries[i];
+
+		if (!e->owed)
+			continue;
+		e->slot = mlf_slot(b, e->folio);
+		b->hash[e->slot] = kept + 1;
+		b->entries[kept++] = *e;
 	}
-	b->nr--;
+	b->nr = kept;
 }
 
 /* Pay what each entry owes, or drop it if an unlock voided it. */
@@ -107,26 +113,28 @@ static void mlf_batch_apply(struct mlf_batch *b)
 	unsigned int i, applied = 0, voided = 0;
 
 	lockdep_assert_held(&b->lock);
-	if (!b->nr)
-		return;
 	for (i = 0; i < b->nr; i++) {
 		struct mlf_entry *e = &b->entries[i];
 
+		if (!e->owed)
+			continue;
 		if (folio_test_mlocked(e->folio)) {
-			for (; e->owed; e->owed--)
+			for (; e->owed > 1; e->owed--)
 				mlf_kernel_mlock(e->folio);
+			mlf_kernel_mlock(e->folio);
 			applied++;
 		} else {
 			voided++;
 		}
-		folio_put(e->folio);
+		mlf_kill(b, e);
 	}
-	b->nr = 0;
-	memset(b->hash, 0, sizeof(b->hash));
-	mlf_call(mlock_drain_local)();
+	mlf_reset(b);
+	if (applied)
+		mlf_call(mlock_drain_local)();
+	if (applied || voided)
+		mlf_count(batches_applied, 1);
 	mlf_count(moves_applied, applied);
 	mlf_count(moves_cancelled, voided);
-	mlf_count(batches_applied, 1);
 }
 
 /*
@@ -136,16 +144,17 @@ static void mlf_batch_apply(struct mlf_batch *b)
  */
 static void mlf_batch_prune(struct mlf_batch *b)
 {
-	unsigned int i = 0, voided = 0;
+	unsigned int i, voided = 0;
 
-	while (i < b->nr) {
-		if (folio_test_mlocked(b->entries[i].folio)) {
-			i++;
-			continue;
+	for (i = 0; i < b->nr; i++) {
+		struct mlf_entry *e = &b->entries[i];
+
+		if (e->owed && !folio_test_mlocked(e->folio)) {
+			mlf_kill(b, e);
+			voided++;
 		}
-		mlf_remove(b, &b->entries[i]);
-		voided++;
 	}
+	mlf_compact(b);
 	mlf_count(moves_cancelled, voided);
 }
 
@@ -161,7 +170,7 @@ struct mlf_batch *mlf_batch_get(void)
 
 void mlf_batch_put(struct mlf_batch *b, bool deferred)
 {
-	if (deferred && b->nr && !delayed_work_pending(&b->work))
+	if (deferred && b->live && !delayed_work_pending(&b->work))
 		schedule_delayed_work_on(smp_processor_id(), &b->work,
 					 msecs_to_jiffies(mlf_defer_ms));
 	spin_unlock(&b->lock);
@@ -176,22 +185,32 @@ void mlf_batch_put(struct mlf_batch *b, bool deferred)
 void mlf_batch_push(struct mlf_batch *b, struct folio *folio,
 		    unsigned int owed, bool fresh)
 {
-	struct mlf_entry *e = mlf_find(b, folio);
+	struct mlf_entry *e;
 	unsigned int i;
 
-	if (e) {
-		e->owed = fresh ? owed : e->owed + owed;
+	if (!b->live && b->nr)
+		mlf_reset(b);
+	i = mlf_slot(b, folio);
+	if (b->hash[i]) {
+		e = &b->entries[b->hash[i] - 1];
+		if (!e->owed) {
+			folio_get(folio);
+			b->live++;
+		}
+		e->owed = fresh || !e->owed ? owed : e->owed + owed;
+		mlf_count(moves_queued, 1);
 		return;
 	}
 	if (b->nr >= READ_ONCE(mlf_batch_size)) {
 		mlf_batch_prune(b);
 		if (b->nr >= READ_ONCE(mlf_batch_size))
 			mlf_batch_apply(b);
+		i = mlf_slot(b, folio);
 	}
 	folio_get(folio);
-	i = mlf_slot(b, folio);
-	b->entries[b->nr] = (struct mlf_entry){ folio, owed };
+	b->entries[b->nr] = (struct mlf_entry){ folio, owed, i };
 	b->hash[i] = ++b->nr;
+	b->live++;
 	mlf_count(moves_queued, 1);
 }
 
@@ -202,20 +221,19 @@ void mlf_batch_push(struct mlf_batch *b, struct folio *folio,
 int mlf_batch_cancel(struct mlf_batch *b, struct folio *folio)
 {
 	struct mlf_entry *e = mlf_find(b, folio);
-	int left;
 
-	if (!e)
+	if (!e || !e->owed)
 		return -1;
-	left = --e->owed;
-	if (!left)
-		mlf_remove(b, e);
 	mlf_count(moves_cancelled, 1);
-	return left;
+	if (e->owed > 1)
+		return --e->owed;
+	mlf_kill(b, e);
+	return 0;
 }
 
 static bool mlf_cpu_pending(int cpu)
 {
-	return mlf_batches[cpu] && READ_ONCE(mlf_batches[cpu]->nr);
+	return mlf_batches[cpu] && READ_ONCE(mlf_batches[cpu]->live);
 }
 
 /* mlf_batch_cancel() on the other CPUs' batches; call with none held. */

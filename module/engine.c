@@ -21,6 +21,7 @@
 #include <linux/pagewalk.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/mm.h>
+#include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vmstat.h>
 #include "compat.h"
@@ -32,6 +33,8 @@ struct mlf_ctx {
 	bool kernel_batch;	/* the kernel's mlock batch holds our folios */
 	bool off_lru;		/* locked a folio sitting in an lru_add batch */
 	bool migrated;		/* pushed to more than one CPU's batch */
+	bool remote;		/* unlock: other CPUs held entries at the start */
+	bool queued;		/* lock: pushed moves on a batch */
 	int cpu;
 	unsigned long pop_start, pop_end;	/* what populate must visit */
 	unsigned long pages;
@@ -80,6 +83,11 @@ static void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode, bool lock)
 	 * not look locked.
 	 */
 	mlf_call(lru_add_drain)();
+	/*
+	 * Our own earlier locks queued on another CPU (this task has moved)
+	 * exist before this call or not at all: look once, not per page.
+	 */
+	c->remote = !lock && mlf_batch_remote_pending();
 }
 
 static void mlf_need_populate(struct mlf_ctx *c, unsigned long start,
@@ -166,6 +174,7 @@ static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
 	if (c->mode == MLF_RECLAIM && mlf_folio_private(folio))
 		return b;
 	mlf_batch_push(b, folio, 1, true);
+	c->queued = true;
 	return b;
 }
 
@@ -191,8 +200,8 @@ static struct mlf_batch *mlf_unlock_one(struct mlf_ctx *c,
 	/* Is the lock we undo still owed as a queued move?  Cancel it. */
 	int owed = mlf_batch_cancel(b, folio);
 
-	if (owed < 0 && folio_test_mlocked(folio) &&
-	    !folio_test_unevictable(folio) && mlf_batch_remote_pending()) {
+	if (owed < 0 && c->remote && folio_test_mlocked(folio) &&
+	    !folio_test_unevictable(folio)) {
 		/* Queued on the CPU this task ran on before. */
 		mlf_batch_put(b, false);
 		owed = mlf_batch_cancel_remote(folio);
@@ -352,7 +361,14 @@ static const struct mlf_fixup_ops mlf_fixup_ops = {
 /* Before the mmap_lock is dropped: make the end state what the mode says. */
 static void mlf_finish(struct mlf_ctx *c)
 {
-	if (c->lock && c->mode == MLF_EAGER) {
+	/*
+	 * Populate will break COW: a queued move's folio reference would make
+	 * the kernel copy a page it could reuse.  Pay the moves first.
+	 */
+	bool apply = c->mode == MLF_EAGER ||
+		     (c->queued && c->pop_end > c->pop_start);
+
+	if (c->lock && apply) {
 		if (c->off_lru)
 			mlf_call(lru_add_drain)();
 		if (c->migrated)
@@ -522,6 +538,9 @@ int mlf_lockv(enum mlf_mode mode, const struct mlockfast_iovec __user *iov,
 	      unsigned int *done)
 {
 	struct mm_struct *mm = current->mm;
+	struct mlockfast_iovec *vec;
+	unsigned int readable;
+	unsigned long bytes;
 	vm_flags_t vmflags = 0;
 	bool held = false;
 	int ret = 0;
@@ -532,17 +551,22 @@ int mlf_lockv(enum mlf_mode mode, const struct mlockfast_iovec __user *iov,
 		if (ret)
 			return ret;
 	}
-	for (; *done < count; (*done)++) {
-		struct mlockfast_iovec v;
-		unsigned long start, len;
+	if (!count)
+		return 0;
+	/*
+	 * Copy the vector in before taking mmap_lock: a fault on it with the
+	 * lock held for writing would deadlock.  Ranges before an unreadable
+	 * element are still done, then -EFAULT.
+	 */
+	vec = kvmalloc_array(count, sizeof(*vec), GFP_KERNEL);
+	if (!vec)
+		return -ENOMEM;
+	bytes = count * sizeof(*vec);
+	readable = (bytes - copy_from_user(vec, iov, bytes)) / sizeof(*vec);
+	for (; *done < readable; (*done)++) {
+		unsigned long start = vec[*done].addr, len = vec[*done].len;
 		struct mlf_ctx c;
 
-		if (copy_from_user(&v, &iov[*done], sizeof(v))) {
-			ret = -EFAULT;
-			break;
-		}
-		start = v.addr;
-		len = v.len;
 		if (mode == MLF_LEGACY) {
 			ret = lock ? mlf_legacy_lock(start, len, flags) :
 				     mlf_legacy_unlock(start, len);
@@ -574,6 +598,9 @@ int mlf_lockv(enum mlf_mode mode, const struct mlockfast_iovec __user *iov,
 	}
 	if (held)
 		mmap_write_unlock(mm);
+	kvfree(vec);
+	if (!ret && *done < count)
+		ret = -EFAULT;
 	return ret;
 }
 
