@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers for the sequence tests (random, concurrency): a seeded RNG, CPU
+ * pinning, and the observable state of an address window written into a
+ * caller's buffer without malloc (so two processes that must keep identical
+ * address spaces can both call it).
+ */
+#ifndef MLF_SEQ_H
+#define MLF_SEQ_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* splitmix64: tiny, seedable, good enough to pick operations. */
+struct seq_rng {
+	uint64_t s;
+};
+
+uint64_t seq_next(struct seq_rng *r);
+/* Uniform in [0, n); 0 when n is 0. */
+unsigned long seq_below(struct seq_rng *r, unsigned long n);
+/* True with probability num/den. */
+int seq_chance(struct seq_rng *r, unsigned int num, unsigned int den);
+/* A well-mixed seed derived from @base and @salt. */
+uint64_t seq_mix(uint64_t base, uint64_t salt);
+
+/* Text written into a fixed buffer; overflow is recorded, never fatal. */
+struct seq_buf {
+	char *buf;
+	size_t len, cap;
+	int overflow;
+};
+
+void sb_init(struct seq_buf *b, char *mem, size_t cap);
+void sb_printf(struct seq_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void sb_vprintf(struct seq_buf *b, const char *fmt, va_list ap);
+
+/* Read a whole file into @buf (NUL-terminated); length or -1. */
+long seq_read_into(const char *path, char *buf, size_t cap);
+
+/* Online CPUs this process may run on (at least 1). */
+int seq_ncpus(void);
+/* Pin the calling thread to the @idx-th allowed CPU (modulo their number). */
+int seq_pin(int idx);
+
+/*
+ * Push this CPU's pending LRU and mlock batches through, cheaply and in a
+ * way that works under mlockall() and RLIMIT_MEMLOCK: moving a VMA unmaps
+ * its old place, and munmap drains them first thing.  @at is where the
+ * one-page scratch VMA is now, @other a free address to move it to; returns
+ * the new address (pass it back as @at next time), MAP_FAILED on error.
+ */
+char *seq_local_drain(char *at, char *other);
+
+/*
+ * The observable state of [lo, hi): for each VMA meeting it (from
+ * /proc/self/smaps, read into @tmp), its range, perms, offset and kind
+ * (anon, shmem, memfd, file), the smaps fields Rss, Locked, Anonymous,
+ * AnonHugePages and VmFlags, one character per page of residency (mincore
+ * and pagemap: E exclusive, P present, S swapped, r cached, . none), and,
+ * if @kpf, one per page of PG_mlocked from /proc/kpageflags (M mlocked,
+ * - not, . not present).  Then VmLck.
+ */
+void seq_window_state(struct seq_buf *out, unsigned long lo, unsigned long hi,
+		      char *tmp, size_t tmpcap, int kpf);
+
+/* Monotonic seconds. */
+double seq_now(void);
+
+#endif

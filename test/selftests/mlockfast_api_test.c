@@ -1,0 +1,1073 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The parts of the ABI the syscalls have no twin for: LOCKV/UNLOCKV and
+ * their done count, the mode bits, DRAIN, STATS (ioctl and sysfs), legacy
+ * mode's drains, and unloading with deferred moves still queued.  Every
+ * test must leave Mlocked, Unevictable and VmLck as it found them; the
+ * fixture checks that.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "kselftest_harness.h"
+#include "mlf_diff.h"
+#include "mlf_test.h"
+
+#define PARAM(name)	"/sys/module/mlockfast/parameters/" name
+#define SYSFS_STATS	"/sys/class/misc/mlockfast/stats"
+#define RW		(PROT_READ | PROT_WRITE)
+#define KB(pages)	((long)(pages) * (long)(PAGE / 1024))
+#define NPAGES		64
+
+/*
+ * drain_everything() without keeping a descriptor open (the unload test
+ * rmmods) and without forking (a fork write-protects every private page,
+ * which changes what a later lock has to do).
+ */
+static void drain_all(void)
+{
+	int fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
+
+	if (fd >= 0) {
+		ioctl(fd, MLOCKFAST_IOC_DRAIN);
+		close(fd);
+	}
+	fd = open("/proc/sys/vm/compact_memory", O_WRONLY);
+	if (fd >= 0) {
+		if (write(fd, "1", 1) != 1)
+			perror("compact_memory");
+		close(fd);
+	}
+}
+
+static int loaded(void)
+{
+	char *mods = read_file("/proc/modules");
+	int yes = mods && strstr(mods, "mlockfast ") != NULL;
+
+	free(mods);
+	return yes;
+}
+
+static int set_param(const char *path, long v)
+{
+	char buf[32];
+	int fd = open(path, O_WRONLY), n, ok;
+
+	if (fd < 0)
+		return -1;
+	n = snprintf(buf, sizeof(buf), "%ld", v);
+	ok = write(fd, buf, n) == n;
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+/* An anonymous mapping of @pages, optionally written to, off the LRU
+ * batches (so a move to the unevictable list is counted at once). */
+static char *anon(size_t pages, int touch)
+{
+	char *p = mmap(NULL, pages * PAGE, RW, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	madvise(p, pages * PAGE, MADV_NOHUGEPAGE);
+	if (touch) {
+		diff_touch(p, pages * PAGE, 1);
+		drain_all();
+	}
+	return p;
+}
+
+/* Sum of smaps Locked: over the VMAs meeting [lo, hi). */
+static long locked_kb(const void *lo, const void *hi)
+{
+	char *smaps = read_file("/proc/self/smaps"), *l;
+	unsigned long s, e;
+	long sum = 0;
+	int in = 0;
+
+	for (l = smaps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (sscanf(l, "%lx-%lx ", &s, &e) == 2 && strchr(l, ' ') &&
+		    strchr(l, '-') < strchr(l, ' ')) {
+			in = s < (unsigned long)hi && e > (unsigned long)lo;
+			continue;
+		}
+		if (in && !strncmp(l, "Locked:", 7))
+			sum += strtol(l + 7, NULL, 10);
+	}
+	free(smaps);
+	return sum;
+}
+
+/* Is the VMA holding @addr VM_LOCKED ("lo" in VmFlags)?  -1: no VMA. */
+static int vma_locked(const void *addr)
+{
+	char *smaps = read_file("/proc/self/smaps"), *l;
+	unsigned long s, e, a = (unsigned long)addr;
+	int in = 0, ret = -1;
+
+	for (l = smaps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (sscanf(l, "%lx-%lx ", &s, &e) == 2 && strchr(l, ' ') &&
+		    strchr(l, '-') < strchr(l, ' ')) {
+			in = s <= a && a < e;
+			continue;
+		}
+		if (in && !strncmp(l, "VmFlags:", 8)) {
+			ret = strstr(l, " lo") && strstr(l, " lo") < strchr(l, '\n') ?
+			      1 : 0;
+			break;
+		}
+	}
+	free(smaps);
+	return ret;
+}
+
+/* A counter of /proc/vmstat, or -1. */
+static long vmstat(const char *name)
+{
+	char *vm = read_file("/proc/vmstat"), *p = vm;
+	size_t len = strlen(name);
+	long v = -1;
+
+	while (p && *p) {
+		if (!strncmp(p, name, len) && p[len] == ' ') {
+			v = strtol(p + len + 1, NULL, 10);
+			break;
+		}
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	free(vm);
+	return v;
+}
+
+static int vec_call(unsigned long cmd, const struct mlockfast_iovec *iov,
+		    unsigned int count, unsigned int flags, unsigned int *done)
+{
+	struct mlockfast_vec v = {
+		.size = sizeof(v), .flags = flags, .iov = (uintptr_t)iov,
+		.count = count,
+	};
+	int ret = ioctl(mlf_fd(), cmd, &v);
+
+	*done = v.done;
+	return ret < 0 ? -1 : 0;
+}
+
+#define STAT_DELTA(a, b, f)	((long)((b).f - (a).f))
+
+/* On a leak: which of our VMAs still hold PG_mlocked pages. */
+static void show_mlocked_pages(struct __test_metadata *_metadata)
+{
+	char *maps = read_file("/proc/self/maps"), *l;
+	int pm = open("/proc/self/pagemap", O_RDONLY);
+	int kf = open("/proc/kpageflags", O_RDONLY);
+
+	for (l = maps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		unsigned long s, e, a;
+		int n = 0;
+
+		if (sscanf(l, "%lx-%lx", &s, &e) != 2 || s >= 0xffff800000000000UL)
+			continue;
+		for (a = s; a < e; a += PAGE) {
+			uint64_t v, f;
+
+			if (pread(pm, &v, 8, a / PAGE * 8) != 8 || !(v >> 63) ||
+			    pread(kf, &f, 8, (v & ((1ULL << 55) - 1)) * 8) != 8)
+				continue;
+			n += !!(f & (1ULL << 33));
+		}
+		if (n)
+			TH_LOG("%d PG_mlocked pages in %.*s", n,
+			       (int)strcspn(l, "\n"), l);
+	}
+	close(pm);
+	close(kf);
+	free(maps);
+}
+
+FIXTURE(api) {
+	long mlocked, unevictable, vmlck, defer_ms;
+};
+
+FIXTURE_SETUP(api)
+{
+	drain_all();
+	self->mlocked = meminfo_kb("Mlocked");
+	self->unevictable = meminfo_kb("Unevictable");
+	self->vmlck = status_kb("VmLck");
+	self->defer_ms = read_long(PARAM("defer_ms"));
+	ASSERT_LE(0, self->defer_ms);
+}
+
+FIXTURE_TEARDOWN(api)
+{
+	/* A test that failed half way may have left the module out. */
+	if (!loaded())
+		EXPECT_EQ(0, run("modprobe mlockfast"));
+	if (read_long(PARAM("defer_ms")) != self->defer_ms)
+		EXPECT_EQ(0, set_param(PARAM("defer_ms"), self->defer_ms));
+	EXPECT_EQ(self->vmlck, status_kb("VmLck"));
+	/* Anything still locked is the test's own; leaks are what remains. */
+	munlockall();
+	drain_all();
+	EXPECT_EQ(self->mlocked, meminfo_kb("Mlocked"));
+	EXPECT_EQ(self->unevictable, meminfo_kb("Unevictable"));
+	if (self->mlocked != meminfo_kb("Mlocked"))
+		show_mlocked_pages(_metadata);
+}
+
+TEST_F(api, lockv_done_counts_every_range)
+{
+	char *m = anon(12, 1);
+	struct mlockfast_iovec iov[3] = {
+		{ (uintptr_t)m, 2 * PAGE },
+		{ (uintptr_t)m + 4 * PAGE, 3 * PAGE },
+		{ (uintptr_t)m + 8 * PAGE, 4 * PAGE },
+	};
+	unsigned int done = 99;
+
+	ASSERT_NE(NULL, m);
+	ASSERT_LE(0, mlf_fd());
+	EXPECT_EQ(0, vec_call(MLOCKFAST_IOC_LOCKV, iov, 3,
+			      MLOCKFAST_MODE_EAGER, &done));
+	EXPECT_EQ(3, done);
+	EXPECT_EQ(self->vmlck + KB(9), status_kb("VmLck"));
+	EXPECT_EQ(KB(9), locked_kb(m, m + 12 * PAGE));
+	EXPECT_EQ(0, vma_locked(m + 3 * PAGE));
+	EXPECT_EQ(0, vec_call(MLOCKFAST_IOC_UNLOCKV, iov, 3, 0, &done));
+	EXPECT_EQ(3, done);
+	EXPECT_EQ(self->vmlck, status_kb("VmLck"));
+	munmap(m, 12 * PAGE);
+}
+
+/*
+ * A hole in the second range: as three mlock() calls, the first range is
+ * locked, the second up to the hole (mlock's partial effect), the third
+ * not at all; done is 1, the index of the failing range.
+ */
+TEST_F(api, lockv_stops_at_first_error)
+{
+	char *m = anon(12, 1);
+	struct mlockfast_iovec iov[3] = {
+		{ (uintptr_t)m, 2 * PAGE },
+		{ (uintptr_t)m + 4 * PAGE, 3 * PAGE },
+		{ (uintptr_t)m + 8 * PAGE, 2 * PAGE },
+	};
+	unsigned int done = 99;
+	long want;
+
+	ASSERT_NE(NULL, m);
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, munmap(m + 5 * PAGE, PAGE));
+
+	/* The syscalls' answer first. */
+	ASSERT_EQ(0, mlock(m, 2 * PAGE));
+	ASSERT_EQ(-1, mlock(m + 4 * PAGE, 3 * PAGE));
+	ASSERT_EQ(ENOMEM, errno);
+	want = status_kb("VmLck");
+	ASSERT_EQ(0, munlock(m, 5 * PAGE));
+	ASSERT_EQ(self->vmlck, status_kb("VmLck"));
+
+	errno = 0;
+	EXPECT_EQ(-1, vec_call(MLOCKFAST_IOC_LOCKV, iov, 3,
+			       MLOCKFAST_MODE_DEFERRED, &done));
+	EXPECT_EQ(ENOMEM, errno);
+	EXPECT_EQ(1, done);
+	EXPECT_EQ(want, status_kb("VmLck"));
+	EXPECT_EQ(1, vma_locked(m + PAGE));
+	EXPECT_EQ(1, vma_locked(m + 4 * PAGE));
+	EXPECT_EQ(0, vma_locked(m + 6 * PAGE));
+	EXPECT_EQ(0, vma_locked(m + 8 * PAGE));
+
+	/* UNLOCKV the same way: lock all there is, then unlock over the hole. */
+	ASSERT_EQ(0, mlock(m, 5 * PAGE));
+	ASSERT_EQ(0, mlock(m + 6 * PAGE, 6 * PAGE));
+	errno = 0;
+	EXPECT_EQ(-1, vec_call(MLOCKFAST_IOC_UNLOCKV, iov, 3, 0, &done));
+	EXPECT_EQ(ENOMEM, errno);
+	EXPECT_EQ(1, done);
+	EXPECT_EQ(0, vma_locked(m));
+	EXPECT_EQ(0, vma_locked(m + 4 * PAGE));
+	EXPECT_EQ(1, vma_locked(m + 6 * PAGE));
+	EXPECT_EQ(1, vma_locked(m + 8 * PAGE));
+	EXPECT_EQ(0, munlock(m + 6 * PAGE, 6 * PAGE));
+	EXPECT_EQ(0, munlock(m, 5 * PAGE));
+	munmap(m, 12 * PAGE);
+}
+
+/* One LOCKV/UNLOCKV call and what it gave, as seen by the caller. */
+struct vec_spec {
+	unsigned long cmd;
+	const struct mlockfast_iovec *iov;
+	unsigned int count, flags;
+};
+
+struct vec_out {
+	int ret, err;
+	unsigned int done;
+	long vmlck;
+};
+
+#define VEC_WAIT_S	10
+
+/*
+ * Make the calls in order in a child, with a descriptor of its own, and
+ * wait at most VEC_WAIT_S seconds for each: a call that faults on its
+ * vector while holding mmap_lock for writing never returns, and must fail
+ * the test rather than hang it.  Returns -1 if all returned, else the
+ * index of the call that hung (the child is killed).
+ */
+static int vec_in_child(const struct vec_spec *spec, int n, struct vec_out *out)
+{
+	int pfd[2], i, st;
+	pid_t pid;
+
+	if (pipe(pfd))
+		return 0;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(MLOCKFAST_DEVICE, O_RDWR);
+
+		close(pfd[0]);
+		for (i = 0; i < n; i++) {
+			struct mlockfast_vec v = {
+				.size = sizeof(v), .flags = spec[i].flags,
+				.iov = (uintptr_t)spec[i].iov,
+				.count = spec[i].count,
+			};
+			struct vec_out o;
+
+			errno = 0;
+			o.ret = ioctl(fd, spec[i].cmd, &v) ? -1 : 0;
+			o.err = errno;
+			o.done = v.done;
+			o.vmlck = status_kb("VmLck");
+			if (write(pfd[1], &o, sizeof(o)) != sizeof(o))
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(pfd[1]);
+	for (i = 0; i < n; i++) {
+		fd_set set;
+		struct timeval tv = { VEC_WAIT_S, 0 };
+
+		FD_ZERO(&set);
+		FD_SET(pfd[0], &set);
+		if (select(pfd[0] + 1, &set, NULL, NULL, &tv) != 1 ||
+		    read(pfd[0], &out[i], sizeof(out[i])) != sizeof(out[i])) {
+			kill(pid, SIGKILL);
+			break;
+		}
+	}
+	close(pfd[0]);
+	waitpid(pid, &st, 0);
+	return i == n ? -1 : i;
+}
+
+TEST_F(api, lockv_bad_iov_pointer_is_efault)
+{
+	/* iov[0] at the end of a page, iov[1] in the PROT_NONE page after. */
+	char *pages = mmap(NULL, 2 * PAGE, RW, MAP_PRIVATE | MAP_ANONYMOUS,
+			   -1, 0);
+	char *m = anon(4, 1);
+	struct mlockfast_iovec *iov;
+	void * const bad[] = { NULL, (void *)1, (void *)0xffff888000000000UL };
+	struct vec_out out[2];
+	unsigned int done;
+	int hung;
+
+	ASSERT_NE(MAP_FAILED, pages);
+	ASSERT_NE(NULL, m);
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, mprotect(pages + PAGE, PAGE, PROT_NONE));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		done = 99;
+		errno = 0;
+		EXPECT_EQ(-1, vec_call(MLOCKFAST_IOC_LOCKV, bad[i], 2,
+				       MLOCKFAST_MODE_EAGER, &done));
+		EXPECT_EQ(EFAULT, errno);
+		EXPECT_EQ(0, done);
+		errno = 0;
+		EXPECT_EQ(-1, vec_call(MLOCKFAST_IOC_UNLOCKV, bad[i], 1, 0,
+				       &done));
+		EXPECT_EQ(EFAULT, errno);
+		EXPECT_EQ(0, done);
+	}
+	EXPECT_EQ(self->vmlck, status_kb("VmLck"));
+
+	/* The first range is done, the second cannot be read. */
+	iov = (struct mlockfast_iovec *)(pages + PAGE) - 1;
+	iov->addr = (uintptr_t)m;
+	iov->len = 2 * PAGE;
+	{
+		const struct vec_spec spec[] = {
+			{ MLOCKFAST_IOC_LOCKV, iov, 2, MLOCKFAST_MODE_EAGER },
+			{ MLOCKFAST_IOC_UNLOCKV, iov, 2, 0 },
+		};
+
+		hung = vec_in_child(spec, 2, out);
+	}
+	ASSERT_EQ(-1, hung)
+		TH_LOG("%s did not return in %d s: it faulted on the vector with mmap_lock held",
+		       hung ? "UNLOCKV" : "LOCKV", VEC_WAIT_S);
+	EXPECT_EQ(-1, out[0].ret);
+	EXPECT_EQ(EFAULT, out[0].err);
+	EXPECT_EQ(1, out[0].done);
+	EXPECT_EQ(self->vmlck + KB(2), out[0].vmlck);
+	EXPECT_EQ(-1, out[1].ret);
+	EXPECT_EQ(EFAULT, out[1].err);
+	EXPECT_EQ(1, out[1].done);
+	EXPECT_EQ(self->vmlck, out[1].vmlck);
+	munmap(pages, 2 * PAGE);
+	munmap(m, 4 * PAGE);
+}
+
+/*
+ * A valid vector whose second element sits on a page not yet faulted in
+ * (untouched anonymous memory reads as zeros: {NULL, 0}, a range mlock
+ * accepts).  Reading it faults, which is fine as long as nothing holds
+ * mmap_lock meanwhile.  The first range needs no populate (onfault, and
+ * unlocking never does), so nothing makes the module drop the lock.
+ */
+TEST_F(api, lockv_vector_on_unfaulted_page)
+{
+	char *m = anon(4, 1);
+	char *vec = mmap(NULL, 2 * PAGE, RW, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct mlockfast_iovec *v = (struct mlockfast_iovec *)(vec + PAGE) - 1;
+	struct vec_out out[2];
+	int hung;
+
+	ASSERT_NE(NULL, m);
+	ASSERT_NE(MAP_FAILED, vec);
+	v[0] = (struct mlockfast_iovec){ (uintptr_t)m, 2 * PAGE };
+	{
+		const struct vec_spec spec[] = {
+			{ MLOCKFAST_IOC_LOCKV, v, 2,
+			  MLOCK_ONFAULT | MLOCKFAST_MODE_DEFERRED },
+			{ MLOCKFAST_IOC_UNLOCKV, v, 2, 0 },
+		};
+
+		hung = vec_in_child(spec, 2, out);
+	}
+	ASSERT_EQ(-1, hung)
+		TH_LOG("%s did not return in %d s: it faulted on the vector with mmap_lock held",
+		       hung ? "UNLOCKV" : "LOCKV", VEC_WAIT_S);
+	EXPECT_EQ(0, out[0].ret);
+	EXPECT_EQ(2, out[0].done);
+	EXPECT_EQ(self->vmlck + KB(2), out[0].vmlck);
+	EXPECT_EQ(0, out[1].ret);
+	EXPECT_EQ(2, out[1].done);
+	EXPECT_EQ(self->vmlck, out[1].vmlck);
+	munmap(vec, 2 * PAGE);
+	munmap(m, 4 * PAGE);
+}
+
+TEST_F(api, lockv_count_zero_and_limits)
+{
+	static struct mlockfast_iovec iov[MLOCKFAST_VEC_MAX + 1];
+	char *m = anon(4, 1);
+	unsigned int done;
+
+	ASSERT_NE(NULL, m);
+	ASSERT_LE(0, mlf_fd());
+	/* Nothing to do is not an error, and the vector is not read. */
+	done = 99;
+	EXPECT_EQ(0, vec_call(MLOCKFAST_IOC_LOCKV, NULL, 0, 0, &done));
+	EXPECT_EQ(0, done);
+	done = 99;
+	EXPECT_EQ(0, vec_call(MLOCKFAST_IOC_UNLOCKV, NULL, 0, 0, &done));
+	EXPECT_EQ(0, done);
+
+	/* MLOCKFAST_VEC_MAX ranges are fine (length 0: nothing locked) ... */
+	for (int i = 0; i <= MLOCKFAST_VEC_MAX; i++)
+		iov[i].addr = (uintptr_t)m;
+	done = 99;
+	EXPECT_EQ(0, vec_call(MLOCKFAST_IOC_LOCKV, iov, MLOCKFAST_VEC_MAX,
+			      MLOCKFAST_MODE_EAGER, &done));
+	EXPECT_EQ(MLOCKFAST_VEC_MAX, done);
+	/* ... one more is EINVAL, before anything is done. */
+	iov[0].len = PAGE;
+	errno = 0;
+	EXPECT_EQ(-1, vec_call(MLOCKFAST_IOC_LOCKV, iov, MLOCKFAST_VEC_MAX + 1,
+			       MLOCKFAST_MODE_EAGER, &done));
+	EXPECT_EQ(EINVAL, errno);
+	errno = 0;
+	EXPECT_EQ(-1, vec_call(MLOCKFAST_IOC_UNLOCKV, iov,
+			       MLOCKFAST_VEC_MAX + 1, 0, &done));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(self->vmlck, status_kb("VmLck"));
+	munmap(m, 4 * PAGE);
+}
+
+TEST_F(api, lockv_bad_fields_are_einval)
+{
+	char *m = anon(4, 1);
+	struct mlockfast_iovec iov = { (uintptr_t)m, 4 * PAGE };
+	struct mlockfast_vec v = {
+		.size = sizeof(v), .iov = (uintptr_t)&iov, .count = 1,
+	};
+	const unsigned long cmds[] = {
+		MLOCKFAST_IOC_LOCKV, MLOCKFAST_IOC_UNLOCKV,
+	};
+
+	ASSERT_NE(NULL, m);
+	ASSERT_LE(0, mlf_fd());
+	for (int c = 0; c < 2; c++) {
+		/* done must come in as 0 */
+		v.done = 1;
+		errno = 0;
+		EXPECT_EQ(-1, ioctl(mlf_fd(), cmds[c], &v));
+		EXPECT_EQ(EINVAL, errno);
+		v.done = 0;
+		v.size = sizeof(v) + 8;
+		errno = 0;
+		EXPECT_EQ(-1, ioctl(mlf_fd(), cmds[c], &v));
+		EXPECT_EQ(EINVAL, errno);
+		v.size = sizeof(v);
+		v.reserved[0] = 1;
+		errno = 0;
+		EXPECT_EQ(-1, ioctl(mlf_fd(), cmds[c], &v));
+		EXPECT_EQ(EINVAL, errno);
+		v.reserved[0] = 0;
+		v.flags = 7U << MLOCKFAST_MODE_SHIFT;	/* no such mode */
+		errno = 0;
+		EXPECT_EQ(-1, ioctl(mlf_fd(), cmds[c], &v));
+		EXPECT_EQ(EINVAL, errno);
+		v.flags = 0;
+	}
+	/* mlock2's flag check, and UNLOCKV takes no lock flags at all */
+	v.flags = 2;
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(mlf_fd(), MLOCKFAST_IOC_LOCKV, &v));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(0, v.done);
+	v.flags = MLOCK_ONFAULT;
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(mlf_fd(), MLOCKFAST_IOC_UNLOCKV, &v));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(self->vmlck, status_kb("VmLck"));
+	munmap(m, 4 * PAGE);
+}
+
+/*
+ * What each way of locking leaves: VmLck, smaps Locked and the change in
+ * Mlocked, for one shape of mapping.  @how: 0 the syscall, else the mode
+ * bits + 1 (so that MODE_DEFAULT can be asked for too).
+ */
+struct lock_result {
+	long vmlck, locked, mlocked;
+};
+
+enum shape { SH_ANON_TOUCHED, SH_ANON_UNTOUCHED, SH_MEMFD_HALF, SH_ONFAULT,
+	     SH_LOCKALL, NR_SHAPES };
+
+#define SHAPE_BASE	((char *)0x280000000000UL)
+
+static int lock_shape(enum shape sh, int how, struct lock_result *r)
+{
+	unsigned int mode = how ? (unsigned int)how - 1 : 0;
+	long ml0 = meminfo_kb("Mlocked");
+	int fd = -1, ret;
+	char *m;
+
+	if (sh == SH_MEMFD_HALF) {
+		fd = memfd_create("mlf-api", 0);
+		if (fd < 0 || ftruncate(fd, 16 * PAGE))
+			return -1;
+		m = mmap(SHAPE_BASE, 16 * PAGE, RW, MAP_SHARED | MAP_FIXED_NOREPLACE,
+			 fd, 0);
+	} else {
+		m = mmap(SHAPE_BASE, 16 * PAGE, RW,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	}
+	if (m != SHAPE_BASE)
+		return -1;
+	if (sh != SH_ANON_UNTOUCHED)
+		diff_touch(m, (sh == SH_MEMFD_HALF || sh == SH_ONFAULT ? 8 : 16) *
+			   PAGE, 1);
+	switch (sh) {
+	case SH_ONFAULT:
+		ret = how ? mlf_lock2(m, 16 * PAGE, MLOCK_ONFAULT | mode) :
+			    (int)syscall(SYS_mlock2, m, 16 * PAGE, MLOCK_ONFAULT);
+		break;
+	case SH_LOCKALL:
+		ret = how ? mlf_lockall(MCL_CURRENT | mode) : mlockall(MCL_CURRENT);
+		break;
+	default:
+		ret = how ? mlf_lock2(m, 16 * PAGE, mode) : mlock(m, 16 * PAGE);
+		break;
+	}
+	r->vmlck = status_kb("VmLck");
+	r->locked = locked_kb(m, m + 16 * PAGE);
+	r->mlocked = meminfo_kb("Mlocked") - ml0;
+	if (sh == SH_LOCKALL)
+		munlockall();
+	else
+		munlock(m, 16 * PAGE);
+	munmap(m, 16 * PAGE);
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+TEST_F(api, every_mode_matches_the_syscall)
+{
+	static const unsigned int modes[] = {
+		MLOCKFAST_MODE_DEFAULT, MLOCKFAST_MODE_EAGER,
+		MLOCKFAST_MODE_DEFERRED, MLOCKFAST_MODE_RECLAIM,
+		MLOCKFAST_MODE_LEGACY,
+	};
+	static const char * const shapes[] = {
+		"anon touched", "anon untouched", "memfd half touched",
+		"onfault", "lockall current",
+	};
+	struct lock_result want, got;
+
+	ASSERT_LE(0, mlf_fd());
+	/* Warm up: the heap must not grow between the runs (mlockall). */
+	ASSERT_EQ(0, lock_shape(SH_LOCKALL, 0, &want));
+	for (int sh = 0; sh < NR_SHAPES; sh++) {
+		ASSERT_EQ(0, lock_shape(sh, 0, &want));
+		EXPECT_LT(0, want.vmlck);
+		for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+			EXPECT_EQ(0, lock_shape(sh, modes[i] + 1, &got))
+				TH_LOG("%s, mode %#x", shapes[sh], modes[i]);
+			EXPECT_EQ(want.vmlck, got.vmlck)
+				TH_LOG("%s, mode %#x", shapes[sh], modes[i]);
+			EXPECT_EQ(want.locked, got.locked)
+				TH_LOG("%s, mode %#x", shapes[sh], modes[i]);
+			EXPECT_EQ(want.mlocked, got.mlocked)
+				TH_LOG("%s, mode %#x", shapes[sh], modes[i]);
+		}
+	}
+}
+
+/* The page frame behind @p (we are root), 0 if none. */
+static uint64_t pfn_of(const void *p)
+{
+	int fd = open("/proc/self/pagemap", O_RDONLY);
+	uint64_t e = 0;
+
+	if (fd >= 0) {
+		if (pread(fd, &e, 8, (uintptr_t)p / PAGE * 8) != 8)
+			e = 0;
+		close(fd);
+	}
+	return e & (1ULL << 63) ? e & ((1ULL << 55) - 1) : 0;
+}
+
+/*
+ * After a fork (the child gone), private pages are write-protected and
+ * locking them write-faults each one: the syscall reuses the page, as
+ * nothing else holds it.  A lock must not hold a reference of its own
+ * across that fault, or every page is copied instead.
+ */
+TEST_F(api, lock_after_fork_keeps_the_pages)
+{
+	static const unsigned int modes[] = {
+		MLOCKFAST_MODE_EAGER, MLOCKFAST_MODE_DEFERRED,
+		MLOCKFAST_MODE_RECLAIM, MLOCKFAST_MODE_LEGACY,
+	};
+	uint64_t before[16];
+
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	for (int i = -1; i < (int)(sizeof(modes) / sizeof(modes[0])); i++) {
+		char *m = anon(16, 1);
+		int moved = 0, ret;
+		pid_t pid;
+
+		ASSERT_NE(NULL, m);
+		fflush(NULL);
+		pid = fork();
+		if (pid == 0)
+			_exit(0);
+		ASSERT_EQ(pid, waitpid(pid, NULL, 0));
+		for (int p = 0; p < 16; p++)
+			before[p] = pfn_of(m + p * PAGE);
+		ret = i < 0 ? mlock(m, 16 * PAGE) :
+		      mlf_lock2(m, 16 * PAGE, modes[i]);
+		EXPECT_EQ(0, ret);
+		for (int p = 0; p < 16; p++)
+			moved += pfn_of(m + p * PAGE) != before[p];
+		EXPECT_EQ(0, moved)
+			TH_LOG("%s: %d of 16 pages were copied by the lock",
+			       i < 0 ? "syscall" : "ioctl", moved);
+		if (i >= 0)
+			TH_LOG("mode %#x: %d of 16 pages copied", modes[i], moved);
+		EXPECT_EQ(0, munlock(m, 16 * PAGE));
+		munmap(m, 16 * PAGE);
+	}
+	ASSERT_EQ(0, mlf_drain());
+}
+
+/* Deferred moves wait for DRAIN (the timer is set out of reach). */
+TEST_F(api, drain_applies_deferred_moves)
+{
+	struct mlockfast_stats s0, s1, s2;
+	char *m;
+	long ue;
+
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	m = anon(NPAGES, 1);
+	ASSERT_NE(NULL, m);
+	ue = meminfo_kb("Unevictable");
+	ASSERT_EQ(0, mlf_stats(&s0));
+	ASSERT_EQ(0, mlf_lock2(m, NPAGES * PAGE, MLOCKFAST_MODE_DEFERRED));
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, moves_queued));
+	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, pages_locked));
+	EXPECT_EQ(0, STAT_DELTA(s0, s1, moves_applied));
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	EXPECT_EQ(self->mlocked + KB(NPAGES), meminfo_kb("Mlocked"));
+
+	ASSERT_EQ(0, mlf_drain());
+	ASSERT_EQ(0, mlf_stats(&s2));
+	EXPECT_EQ(ue + KB(NPAGES), meminfo_kb("Unevictable"));
+	EXPECT_EQ(NPAGES, STAT_DELTA(s1, s2, moves_applied));
+	EXPECT_LE(1, STAT_DELTA(s1, s2, batches_applied));
+	EXPECT_EQ(1, STAT_DELTA(s1, s2, calls_drain));
+
+	EXPECT_EQ(0, mlf_unlock(m, NPAGES * PAGE));
+	drain_all();
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	munmap(m, NPAGES * PAGE);
+}
+
+TEST_F(api, eager_moves_before_return)
+{
+	struct mlockfast_stats s0, s1;
+	char *m = anon(NPAGES, 1);
+	long ue = meminfo_kb("Unevictable");
+
+	ASSERT_NE(NULL, m);
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, mlf_stats(&s0));
+	ASSERT_EQ(0, mlf_lock2(m, NPAGES * PAGE, MLOCKFAST_MODE_EAGER));
+	/* no DRAIN, no drain_everything() */
+	EXPECT_EQ(ue + KB(NPAGES), meminfo_kb("Unevictable"));
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, moves_applied));
+	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, pages_locked));
+	EXPECT_EQ(0, mlf_unlock(m, NPAGES * PAGE));
+	drain_all();
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	munmap(m, NPAGES * PAGE);
+}
+
+TEST_F(api, unlock_before_drain_cancels_moves)
+{
+	struct mlockfast_stats s0, s1, s2;
+	char *m;
+	long ue;
+
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	m = anon(NPAGES, 1);
+	ASSERT_NE(NULL, m);
+	ue = meminfo_kb("Unevictable");
+	ASSERT_EQ(0, mlf_stats(&s0));
+	ASSERT_EQ(0, mlf_lock2(m, NPAGES * PAGE, MLOCKFAST_MODE_DEFERRED));
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	ASSERT_EQ(0, mlf_unlock_mode(m, NPAGES * PAGE, MLOCKFAST_MODE_DEFERRED));
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, moves_queued));
+	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, moves_cancelled));
+	EXPECT_EQ(0, STAT_DELTA(s0, s1, moves_applied));
+	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, pages_unlocked));
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	EXPECT_EQ(self->mlocked, meminfo_kb("Mlocked"));
+	/* Nothing is left to apply: DRAIN moves nothing. */
+	ASSERT_EQ(0, mlf_drain());
+	ASSERT_EQ(0, mlf_stats(&s2));
+	EXPECT_EQ(0, STAT_DELTA(s1, s2, moves_applied));
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	drain_all();
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	munmap(m, NPAGES * PAGE);
+}
+
+/* Private anon pages mapped once are left for reclaim to cull. */
+TEST_F(api, reclaim_mode_moves_nothing)
+{
+	struct mlockfast_stats s0, s1;
+	char *m = anon(NPAGES, 1);
+	long ue = meminfo_kb("Unevictable");
+
+	ASSERT_NE(NULL, m);
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, mlf_stats(&s0));
+	ASSERT_EQ(0, mlf_lock2(m, NPAGES * PAGE, MLOCKFAST_MODE_RECLAIM));
+	EXPECT_EQ(self->mlocked + KB(NPAGES), meminfo_kb("Mlocked"));
+	ASSERT_EQ(0, mlf_drain());
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(0, STAT_DELTA(s0, s1, moves_queued));
+	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, pages_locked));
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	EXPECT_EQ(0, mlf_unlock_mode(m, NPAGES * PAGE, MLOCKFAST_MODE_RECLAIM));
+	drain_all();
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	munmap(m, NPAGES * PAGE);
+}
+
+TEST_F(api, stats_count_calls_errors_and_pages)
+{
+	struct mlockfast_stats s0, s1;
+	char *m = anon(16, 1), *u = anon(8, 0), *hole = anon(1, 0);
+	struct mlockfast_iovec iov[2];
+	struct mlockfast_range bad = { .size = 1 };
+	unsigned int done;
+	long mode_pages = 0;
+
+	ASSERT_NE(NULL, m);
+	ASSERT_NE(NULL, u);
+	ASSERT_NE(NULL, hole);
+	ASSERT_EQ(0, munmap(hole, PAGE));
+	ASSERT_LE(0, mlf_fd());
+	iov[0] = (struct mlockfast_iovec){ (uintptr_t)m, 2 * PAGE };
+	iov[1] = (struct mlockfast_iovec){ (uintptr_t)m + 4 * PAGE, 2 * PAGE };
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+
+	ASSERT_EQ(0, mlf_stats(&s0));
+	/* 8 touched pages, eager: the module sets PG_mlocked, no populate */
+	ASSERT_EQ(0, mlf_lock2(m + 8 * PAGE, 8 * PAGE, MLOCKFAST_MODE_EAGER));
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, calls_lock));
+	EXPECT_EQ(0, STAT_DELTA(s0, s1, errors));
+	EXPECT_EQ(8, STAT_DELTA(s0, s1, pages_locked));
+	EXPECT_EQ(0, STAT_DELTA(s0, s1, populate_calls));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, mode_calls[MLOCKFAST_STAT_MODE_EAGER]));
+	ASSERT_EQ(0, mlf_unlock_mode(m + 8 * PAGE, 8 * PAGE, MLOCKFAST_MODE_EAGER));
+
+	/* untouched pages: the kernel's populate faults them in */
+	ASSERT_EQ(0, mlf_stats(&s0));
+	ASSERT_EQ(0, mlf_lock2(u, 8 * PAGE, MLOCKFAST_MODE_DEFERRED));
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, populate_calls));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, mode_calls[MLOCKFAST_STAT_MODE_DEFERRED]));
+	ASSERT_EQ(0, mlf_unlock(u, 8 * PAGE));
+
+	/* deferred lock and unlock before any drain: both by the module */
+	ASSERT_EQ(0, mlf_stats(&s0));
+	ASSERT_EQ(0, vec_call(MLOCKFAST_IOC_LOCKV, iov, 2,
+			      MLOCKFAST_MODE_DEFERRED, &done));
+	ASSERT_EQ(0, vec_call(MLOCKFAST_IOC_UNLOCKV, iov, 2,
+			      MLOCKFAST_MODE_DEFERRED, &done));
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, calls_lockv));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, calls_unlockv));
+	EXPECT_EQ(4, STAT_DELTA(s0, s1, pages_locked));
+	EXPECT_EQ(4, STAT_DELTA(s0, s1, pages_unlocked));
+	EXPECT_EQ(2, STAT_DELTA(s0, s1, mode_calls[MLOCKFAST_STAT_MODE_DEFERRED]));
+	for (int i = 0; i < MLOCKFAST_STAT_NR_MODES; i++)
+		mode_pages += STAT_DELTA(s0, s1, mode_pages[i]);
+	EXPECT_EQ(STAT_DELTA(s0, s1, pages_locked) +
+		  STAT_DELTA(s0, s1, pages_unlocked), mode_pages);
+
+	/* lockall/unlockall, drain, and failures */
+	ASSERT_EQ(0, mlf_stats(&s0));
+	ASSERT_EQ(0, mlf_lockall(MCL_FUTURE | MLOCKFAST_MODE_RECLAIM));
+	ASSERT_EQ(0, mlf_unlockall());
+	ASSERT_EQ(0, mlf_drain());
+	errno = 0;
+	EXPECT_EQ(-1, mlf_lock2(hole, PAGE, MLOCKFAST_MODE_EAGER));
+	EXPECT_EQ(ENOMEM, errno);
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(mlf_fd(), MLOCKFAST_IOC_UNLOCK, &bad));
+	EXPECT_EQ(EINVAL, errno);
+	errno = 0;
+	EXPECT_EQ(-1, mlf_lockall(0));
+	EXPECT_EQ(EINVAL, errno);
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(2, STAT_DELTA(s0, s1, calls_lockall));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, calls_unlockall));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, calls_drain));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, calls_lock));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, calls_unlock));
+	EXPECT_EQ(3, STAT_DELTA(s0, s1, errors));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, mode_calls[MLOCKFAST_STAT_MODE_RECLAIM]));
+	munmap(m, 16 * PAGE);
+	munmap(u, 8 * PAGE);
+}
+
+/* Every field of the sysfs file against the ioctl, with nothing moving. */
+TEST_F(api, stats_sysfs_matches_ioctl)
+{
+	static const char * const modes[] = {
+		"eager", "deferred", "reclaim", "legacy",
+	};
+	struct mlockfast_stats a, b;
+	char *text = NULL, name[64];
+	int tries;
+
+	ASSERT_LE(0, mlf_fd());
+	for (tries = 0; tries < 5; tries++) {
+		ASSERT_EQ(0, mlf_drain());
+		ASSERT_EQ(0, mlf_stats(&a));
+		free(text);
+		text = read_file(SYSFS_STATS);
+		ASSERT_NE(NULL, text);
+		ASSERT_EQ(0, mlf_stats(&b));
+		if (!memcmp(&a, &b, sizeof(a)))
+			break;
+	}
+	ASSERT_GT(5, tries) TH_LOG("the counters would not hold still");
+	EXPECT_EQ(sizeof(a), a.size);
+#define CHECK(field) do {						\
+		char *p = strstr(text, #field " ");			\
+		EXPECT_NE(NULL, p) TH_LOG("no " #field);		\
+		if (p)							\
+			EXPECT_EQ(a.field, strtoull(p + strlen(#field " "),	\
+						    NULL, 10))		\
+				TH_LOG(#field);				\
+	} while (0)
+	CHECK(calls_lock);
+	CHECK(calls_unlock);
+	CHECK(calls_lockall);
+	CHECK(calls_unlockall);
+	CHECK(calls_lockv);
+	CHECK(calls_unlockv);
+	CHECK(calls_drain);
+	CHECK(errors);
+	CHECK(pages_locked);
+	CHECK(pages_unlocked);
+	CHECK(moves_queued);
+	CHECK(moves_applied);
+	CHECK(moves_cancelled);
+	CHECK(batches_applied);
+	CHECK(populate_calls);
+	CHECK(legacy_drains);
+#undef CHECK
+	for (int i = 0; i < MLOCKFAST_STAT_NR_MODES; i++) {
+		char *p;
+
+		snprintf(name, sizeof(name), "\n%s_calls ", modes[i]);
+		p = strstr(text, name);
+		EXPECT_NE(NULL, p) TH_LOG("no %s", name + 1);
+		if (p)
+			EXPECT_EQ(a.mode_calls[i], strtoull(p + strlen(name), NULL, 10));
+		snprintf(name, sizeof(name), "\n%s_pages ", modes[i]);
+		p = strstr(text, name);
+		EXPECT_NE(NULL, p) TH_LOG("no %s", name + 1);
+		if (p)
+			EXPECT_EQ(a.mode_pages[i], strtoull(p + strlen(name), NULL, 10));
+	}
+	/* The counters are since load: a sane sum, nothing negative. */
+	EXPECT_LE(a.moves_applied + a.moves_cancelled, a.moves_queued);
+	free(text);
+}
+
+TEST_F(api, legacy_drains_once_per_lock_and_lockall)
+{
+	struct mlockfast_stats s0, s1;
+	char *m = anon(8, 1);
+
+	ASSERT_NE(NULL, m);
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, mlf_stats(&s0));
+	ASSERT_EQ(0, mlf_lock2(m, 8 * PAGE, MLOCKFAST_MODE_LEGACY));
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, legacy_drains));
+	EXPECT_EQ(1, STAT_DELTA(s0, s1, mode_calls[MLOCKFAST_STAT_MODE_LEGACY]));
+	EXPECT_EQ(self->vmlck + KB(8), status_kb("VmLck"));
+
+	ASSERT_EQ(0, mlf_stats(&s0));
+	ASSERT_EQ(0, mlf_unlock_mode(m, 8 * PAGE, MLOCKFAST_MODE_LEGACY));
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(0, STAT_DELTA(s0, s1, legacy_drains));
+	EXPECT_EQ(self->vmlck, status_kb("VmLck"));
+
+	ASSERT_EQ(0, mlf_stats(&s0));
+	ASSERT_EQ(0, mlf_lock2(m, 8 * PAGE, MLOCK_ONFAULT | MLOCKFAST_MODE_LEGACY));
+	ASSERT_EQ(0, mlf_lockall(MCL_CURRENT | MLOCKFAST_MODE_LEGACY));
+	ASSERT_EQ(0, mlf_lockall(MCL_FUTURE | MLOCKFAST_MODE_LEGACY));
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(3, STAT_DELTA(s0, s1, legacy_drains));
+	EXPECT_LT(self->vmlck + KB(8), status_kb("VmLck"));
+	ASSERT_EQ(0, mlf_unlockall());
+	EXPECT_EQ(self->vmlck, status_kb("VmLck"));
+	munmap(m, 8 * PAGE);
+}
+
+/*
+ * Unload with deferred moves queued: they are applied on the way out (the
+ * pages are still locked by a live process), none is stranded, and after
+ * that process unlocks, everything is back.  The test process never opens
+ * the device itself, so rmmod can succeed.
+ */
+TEST_F_TIMEOUT(api, unload_applies_pending_moves, 120)
+{
+	long ue_before, stranded, ml_locked;
+	int to_child[2], from_child[2];
+	char c = 0;
+	pid_t pid;
+
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	ASSERT_EQ(0, pipe(to_child));
+	ASSERT_EQ(0, pipe(from_child));
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(MLOCKFAST_DEVICE, O_RDWR);
+		char *m = anon(NPAGES, 1);
+		struct mlockfast_range r = {
+			.size = sizeof(r), .flags = MLOCKFAST_MODE_DEFERRED,
+			.addr = (uintptr_t)m, .len = NPAGES * PAGE,
+		};
+
+		c = fd >= 0 && m && !ioctl(fd, MLOCKFAST_IOC_LOCK, &r) ? 'L' : 'E';
+		if (fd >= 0)
+			close(fd);
+		if (write(from_child[1], &c, 1) != 1 ||
+		    read(to_child[0], &c, 1) != 1)
+			_exit(2);
+		/* The module is gone: the syscall unlocks. */
+		c = munlock(m, NPAGES * PAGE) ? 'E' : 'U';
+		if (write(from_child[1], &c, 1) != 1)
+			_exit(3);
+		_exit(0);
+	}
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(1, read(from_child[0], &c, 1));
+	ASSERT_EQ('L', c);
+	ml_locked = meminfo_kb("Mlocked");
+	EXPECT_EQ(self->mlocked + KB(NPAGES), ml_locked);
+	ue_before = meminfo_kb("Unevictable");
+	EXPECT_EQ(self->unevictable, ue_before);	/* all still queued */
+	stranded = vmstat("unevictable_pgs_stranded");
+	ASSERT_LE(0, stranded);
+
+	EXPECT_EQ(0, run("rmmod mlockfast"));
+	EXPECT_FALSE(loaded());
+	EXPECT_EQ(ue_before + KB(NPAGES), meminfo_kb("Unevictable"));
+	EXPECT_EQ(ml_locked, meminfo_kb("Mlocked"));
+	EXPECT_EQ(stranded, vmstat("unevictable_pgs_stranded"));
+
+	c = 'u';
+	ASSERT_EQ(1, write(to_child[1], &c, 1));
+	ASSERT_EQ(1, read(from_child[0], &c, 1));
+	EXPECT_EQ('U', c);
+	ASSERT_EQ(pid, waitpid(pid, NULL, 0));
+	EXPECT_EQ(0, run("modprobe mlockfast"));
+	EXPECT_TRUE(loaded());
+	EXPECT_EQ(0, set_param(PARAM("defer_ms"), self->defer_ms));
+	drain_all();
+	EXPECT_EQ(self->mlocked, meminfo_kb("Mlocked"));
+	EXPECT_EQ(self->unevictable, meminfo_kb("Unevictable"));
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,819 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Concurrency: threads and processes lock and unlock overlapping ranges
+ * (ioctls in every mode, and the syscalls) while other threads unmap, map,
+ * mprotect, mremap and fork under them.  Afterwards: no kernel warning,
+ * Mlocked and Unevictable back where they were, and the STATS counters
+ * agree with what was called.  Then two multi-threaded differential cases
+ * whose end state does not depend on the interleaving.
+ *
+ * MLF_SEED fixes the seed, MLF_STRESS_S the stress duration (default 8 s).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "kselftest_harness.h"
+#include "mlf_diff.h"
+#include "mlf_seq.h"
+#include "mlf_test.h"
+
+#define RW		(PROT_READ | PROT_WRITE)
+#define SBASE		((char *)0x340000000000UL)	/* the stress region */
+#define SPAGES		256
+#define FILE_PAGES	64
+#define NTHREADS	4
+#define NHELPERS	2
+#define HBASE		((char *)0x350000000000UL)	/* helpers' region */
+
+/* What each worker (thread or helper process) called through the device. */
+enum { C_LOCK, C_UNLOCK, C_LOCKALL, C_UNLOCKALL, C_LOCKV, C_UNLOCKV,
+       C_DRAIN, NR_CALLS };
+
+struct counts {
+	long calls[NR_CALLS];
+	long errors;		/* ioctls that failed */
+	long mode_calls[MLOCKFAST_STAT_NR_MODES];
+	long defaulted;		/* calls naming no mode */
+	long unexpected;	/* an errno no lock call should give here */
+	long syscalls, ops;
+	int last_bad_errno, last_bad_op;
+};
+
+/* Shared with the helper processes, so they can report back. */
+struct shared {
+	struct counts w[NTHREADS + NHELPERS];
+};
+
+static struct shared *sh;
+/* MLF_STRESS_SYSCALLS=1: the same run through the syscalls only, to tell
+ * the kernel's own behaviour from the module's. */
+static int syscalls_only;
+static double deadline;
+static uint64_t seed;
+static int memfd = -1, filefd = -1;
+
+static __thread sigjmp_buf touch_env;
+static __thread volatile int touching;
+
+static void on_fault(int sig)
+{
+	if (!touching)
+		abort();
+	siglongjmp(touch_env, sig);
+}
+
+static void touch(char *p, size_t pages, int write)
+{
+	for (volatile size_t i = 0; i < pages; i++) {
+		volatile char *q = (volatile char *)(p + i * PAGE);
+
+		if (sigsetjmp(touch_env, 1))
+			continue;
+		touching = 1;
+		if (write)
+			*q = 1;
+		else
+			(void)*q;
+		touching = 0;
+	}
+	touching = 0;
+}
+
+static const unsigned int mode_of_pick[] = {
+	MLOCKFAST_MODE_EAGER, MLOCKFAST_MODE_DEFERRED, MLOCKFAST_MODE_RECLAIM,
+	MLOCKFAST_MODE_EAGER, MLOCKFAST_MODE_DEFERRED, MLOCKFAST_MODE_RECLAIM,
+	MLOCKFAST_MODE_DEFAULT, MLOCKFAST_MODE_LEGACY,
+};
+
+static unsigned int pick_mode(struct seq_rng *r)
+{
+	return mode_of_pick[seq_below(r, sizeof(mode_of_pick) /
+				      sizeof(mode_of_pick[0]))];
+}
+
+static void count_ioctl(struct counts *c, int call, unsigned int mode,
+			int ret, int op)
+{
+	c->calls[call]++;
+	if (call != C_DRAIN && call != C_UNLOCKALL) {
+		if (mode)
+			c->mode_calls[(mode >> MLOCKFAST_MODE_SHIFT) - 1]++;
+		else
+			c->defaulted++;
+	}
+	if (call == C_UNLOCKALL)
+		c->defaulted++;
+	if (!ret)
+		return;
+	c->errors++;
+	/* Holes, populate failures and the odd bad range are expected. */
+	if (errno != ENOMEM && errno != EINVAL && errno != EAGAIN) {
+		c->unexpected++;
+		c->last_bad_errno = errno;
+		c->last_bad_op = op;
+	}
+}
+
+static void count_sys(struct counts *c, int ret, int op)
+{
+	c->syscalls++;
+	if (ret && errno != ENOMEM && errno != EINVAL && errno != EAGAIN) {
+		c->unexpected++;
+		c->last_bad_errno = errno;
+		c->last_bad_op = op;
+	}
+}
+
+/* A random range of [base, base + pages): start and length in pages. */
+static void pick_range(struct seq_rng *r, int pages, int *a, int *n)
+{
+	*a = (int)seq_below(r, pages);
+	*n = 1 + (int)seq_below(r, seq_chance(r, 1, 4) ? pages - *a :
+				(pages - *a < 16 ? pages - *a : 16));
+}
+
+static void remap_kind(struct seq_rng *r, char *at, size_t pages)
+{
+	unsigned long k = seq_below(r, 4);
+	int prot = seq_chance(r, 1, 6) ? PROT_READ : RW;
+
+	if (k == 0)
+		mmap(at, pages * PAGE, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		     -1, 0);
+	else if (k == 1)
+		mmap(at, pages * PAGE, prot, MAP_SHARED | MAP_FIXED, memfd,
+		     (off_t)seq_below(r, FILE_PAGES / 2) * PAGE);
+	else if (k == 2)
+		mmap(at, pages * PAGE, prot, MAP_PRIVATE | MAP_FIXED, filefd,
+		     (off_t)seq_below(r, FILE_PAGES / 2) * PAGE);
+	else
+		mmap(at, pages * PAGE, prot, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED,
+		     -1, 0);
+}
+
+/* One random operation on [base, base + pages). */
+static void one_op(struct seq_rng *r, struct counts *c, char *base, int pages,
+		   int allow_layout)
+{
+	struct mlockfast_iovec iov[3];
+	unsigned int mode = pick_mode(r), done;
+	unsigned long op = seq_below(r, 100);
+	int a, n, ret;
+
+	pick_range(r, pages, &a, &n);
+	c->ops++;
+	if (syscalls_only && op < 46) {
+		if (op < 22)
+			ret = (int)syscall(SYS_mlock2, base + a * PAGE, n * PAGE,
+					   seq_chance(r, 1, 4) ? MLOCK_ONFAULT : 0);
+		else
+			ret = munlock(base + a * PAGE, n * PAGE);
+		count_sys(c, ret, (int)op);
+	} else if (op < 22) {
+		unsigned int fl = seq_chance(r, 1, 4) ? MLOCK_ONFAULT : 0;
+
+		ret = mlf_lock2(base + a * PAGE, n * PAGE, fl | mode);
+		count_ioctl(c, C_LOCK, mode, ret, (int)op);
+	} else if (op < 40) {
+		ret = mlf_unlock_mode(base + a * PAGE, n * PAGE, mode);
+		count_ioctl(c, C_UNLOCK, mode, ret, (int)op);
+	} else if (op < 46) {
+		struct mlockfast_vec v = {
+			.size = sizeof(v), .iov = (uintptr_t)iov,
+			.count = 1 + (unsigned int)seq_below(r, 3),
+		};
+		int lock = seq_chance(r, 1, 2);
+
+		for (unsigned int k = 0; k < v.count; k++) {
+			pick_range(r, pages, &a, &n);
+			iov[k].addr = (uintptr_t)(base + a * PAGE);
+			iov[k].len = n * PAGE;
+		}
+		v.flags = mode | (lock && seq_chance(r, 1, 4) ? MLOCK_ONFAULT : 0);
+		ret = ioctl(mlf_fd(), lock ? MLOCKFAST_IOC_LOCKV :
+			    MLOCKFAST_IOC_UNLOCKV, &v) ? -1 : 0;
+		done = v.done;
+		(void)done;
+		count_ioctl(c, lock ? C_LOCKV : C_UNLOCKV, mode, ret, (int)op);
+	} else if (op < 54) {
+		ret = seq_chance(r, 1, 2) ? mlock(base + a * PAGE, n * PAGE) :
+		      munlock(base + a * PAGE, n * PAGE);
+		count_sys(c, ret, (int)op);
+	} else if (op < 68) {
+		touch(base + a * PAGE, n, seq_chance(r, 2, 3));
+	} else if (op < 69) {
+		if (seq_chance(r, 1, 2) && !syscalls_only) {
+			ret = mlf_lockall(MCL_CURRENT | mode);
+			count_ioctl(c, C_LOCKALL, mode, ret, (int)op);
+		} else {
+			ret = mlockall(MCL_CURRENT | MCL_ONFAULT);
+			count_sys(c, ret, (int)op);
+		}
+	} else if (op < 72) {
+		if (seq_chance(r, 1, 2) && !syscalls_only) {
+			ret = mlf_unlockall();
+			count_ioctl(c, C_UNLOCKALL, 0, ret, (int)op);
+		} else {
+			ret = munlockall();
+			count_sys(c, ret, (int)op);
+		}
+	} else if (op < 74) {
+		if (!syscalls_only) {
+			ret = mlf_drain();
+			count_ioctl(c, C_DRAIN, 0, ret, (int)op);
+		}
+	} else if (!allow_layout) {
+		touch(base + a * PAGE, n, 0);
+	} else if (op < 82) {
+		if (seq_chance(r, 1, 3))
+			munmap(base + a * PAGE, n * PAGE);
+		remap_kind(r, base + a * PAGE, n);
+	} else if (op < 87) {
+		mprotect(base + a * PAGE, n * PAGE,
+			 seq_chance(r, 1, 3) ? PROT_READ : RW);
+	} else if (op < 91) {
+		int t = (int)seq_below(r, pages - n + 1);
+
+		mremap(base + a * PAGE, n * PAGE, n * PAGE,
+		       MREMAP_MAYMOVE | MREMAP_FIXED, base + t * PAGE);
+		/* Whatever the move left unmapped, map it again. */
+		remap_kind(r, base + a * PAGE, n);
+	} else if (op < 95) {
+		madvise(base + a * PAGE, n * PAGE, MADV_DONTNEED);
+	} else if (op < 98) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			/* The child locks its copy too, then goes; it counts
+			 * in our slot (shared memory), we wait meanwhile. */
+			touch(base + a * PAGE, n, 1);
+			if (syscalls_only)
+				_exit(0);
+			ret = mlf_lock2(base + a * PAGE, n * PAGE, mode);
+			count_ioctl(c, C_LOCK, mode, ret, (int)op);
+			if (seq_chance(r, 1, 2)) {
+				ret = mlf_unlock(base + a * PAGE, n * PAGE);
+				count_ioctl(c, C_UNLOCK, 0, ret, (int)op);
+			}
+			_exit(0);
+		}
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	} else {
+		/* Move to another CPU: batches left behind are met from here. */
+		seq_pin((int)seq_below(r, 64));
+	}
+}
+
+struct worker {
+	int id;
+	pthread_t tid;
+};
+
+static void *thread_main(void *arg)
+{
+	struct worker *w = arg;
+	struct seq_rng r = { seq_mix(seed, w->id + 1) };
+	struct counts *c = &sh->w[w->id];
+
+	seq_pin(w->id);
+	while (seq_now() < deadline) {
+		/* Half the threads change the layout, all of them lock. */
+		one_op(&r, c, SBASE, SPAGES, w->id % 2);
+	}
+	return NULL;
+}
+
+/* A process of its own mapping the same memfd: the folios get locked from
+ * several mms at once. */
+static void helper_main(int id)
+{
+	struct seq_rng r = { seq_mix(seed, 100 + id) };
+	struct counts *c = &sh->w[id];
+	char *h = HBASE + (size_t)id * (4UL << 20);
+
+	mmap(h, FILE_PAGES * PAGE, RW, MAP_SHARED | MAP_FIXED, memfd, 0);
+	mmap(h + FILE_PAGES * PAGE, 32 * PAGE, RW,
+	     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	seq_pin(id);
+	while (seq_now() < deadline)
+		one_op(&r, c, h, FILE_PAGES + 32, 0);
+	munlockall();
+	_exit(0);
+}
+
+static uint64_t get_seed(void)
+{
+	const char *s = getenv("MLF_SEED");
+
+	if (s && *s)
+		return strtoull(s, NULL, 0);
+	return (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+}
+
+static void sum_counts(struct counts *t)
+{
+	memset(t, 0, sizeof(*t));
+	for (int i = 0; i < NTHREADS + NHELPERS; i++) {
+		struct counts *c = &sh->w[i];
+
+		for (int k = 0; k < NR_CALLS; k++)
+			t->calls[k] += c->calls[k];
+		for (int k = 0; k < MLOCKFAST_STAT_NR_MODES; k++)
+			t->mode_calls[k] += c->mode_calls[k];
+		t->errors += c->errors;
+		t->defaulted += c->defaulted;
+		t->unexpected += c->unexpected;
+		t->syscalls += c->syscalls;
+		t->ops += c->ops;
+		if (c->unexpected) {
+			t->last_bad_errno = c->last_bad_errno;
+			t->last_bad_op = c->last_bad_op;
+		}
+	}
+}
+
+static long default_mode_slot(void)
+{
+	char *v = read_file("/sys/module/mlockfast/parameters/default_mode");
+	long slot = -1;
+
+	if (v) {
+		slot = !strncmp(v, "eager", 5) ? MLOCKFAST_STAT_MODE_EAGER :
+		       !strncmp(v, "deferred", 8) ? MLOCKFAST_STAT_MODE_DEFERRED :
+		       !strncmp(v, "reclaim", 7) ? MLOCKFAST_STAT_MODE_RECLAIM : -1;
+		free(v);
+	}
+	return slot;
+}
+
+#define D(f)	((long)(s1.f - s0.f))
+
+/*
+ * On a leak: the mlocked pages of the whole machine, by their flags and
+ * map count, so that the report says what kind of page was left behind.
+ */
+static void show_stray_mlocked(struct __test_metadata *_metadata)
+{
+	int kf = open("/proc/kpageflags", O_RDONLY);
+	int kc = open("/proc/kpagecount", O_RDONLY);
+	static uint64_t fl[4096], cnt[4096];
+	int shown = 0;
+
+	for (uint64_t pfn = 0; kf >= 0 && kc >= 0; pfn += 4096) {
+		ssize_t n = pread(kf, fl, sizeof(fl), pfn * 8);
+
+		if (n <= 0)
+			break;
+		if (pread(kc, cnt, n, pfn * 8) != n)
+			memset(cnt, 0, n);
+		for (ssize_t i = 0; i < n / 8; i++) {
+			if (!(fl[i] & (1ULL << 33)) || shown++ >= 32)
+				continue;
+			TH_LOG("pfn %#" PRIx64 ": mapcount %" PRIu64 ", %s%s%s%s%s",
+			       pfn + i, cnt[i],
+			       fl[i] & (1ULL << 12) ? "anon " : "file ",
+			       fl[i] & (1ULL << 11) ? "mmap " : "",
+			       fl[i] & (1ULL << 5) ? "lru " : "",
+			       fl[i] & (1ULL << 18) ? "unevictable " : "",
+			       fl[i] & (1ULL << 22) ? "thp " : "");
+		}
+	}
+	TH_LOG("%d mlocked pages in all", shown);
+	close(kf);
+	close(kc);
+}
+
+TEST(stress_threads_and_processes)
+{
+	struct sigaction sa = { .sa_handler = on_fault };
+	struct worker w[NTHREADS];
+	struct mlockfast_stats s0, s1;
+	pid_t helpers[NHELPERS];
+	long ml0, ue0, mode_sum = 0, slot;
+	double secs = 8;
+	struct counts t;
+	char path[64];
+
+	if (getenv("MLF_STRESS_S"))
+		secs = atof(getenv("MLF_STRESS_S"));
+	seed = get_seed();
+	syscalls_only = getenv("MLF_STRESS_SYSCALLS") &&
+			atoi(getenv("MLF_STRESS_SYSCALLS"));
+	TH_LOG("MLF_SEED=%" PRIu64 ", %.0f s, %d threads, %d processes, %d CPUs",
+	       seed, secs, NTHREADS, NHELPERS, seq_ncpus());
+	ASSERT_LE(0, mlf_fd());
+	slot = default_mode_slot();
+	ASSERT_LE(0, slot);
+	sh = mmap(NULL, sizeof(*sh), RW, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, sh);
+	memset(sh, 0, sizeof(*sh));
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
+
+	memfd = memfd_create("mlf-conc", 0);
+	ASSERT_LE(0, memfd);
+	ASSERT_EQ(0, ftruncate(memfd, FILE_PAGES * PAGE));
+	snprintf(path, sizeof(path), "/tmp/mlf-conc-%d", getpid());
+	filefd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	ASSERT_LE(0, filefd);
+	unlink(path);
+	ASSERT_EQ(0, ftruncate(filefd, FILE_PAGES * PAGE));
+	/* The region: anon, then the memfd, then the file. */
+	ASSERT_EQ(SBASE, mmap(SBASE, SPAGES * PAGE, RW,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0));
+	ASSERT_NE(MAP_FAILED, mmap(SBASE + 128 * PAGE, FILE_PAGES * PAGE, RW,
+				   MAP_SHARED | MAP_FIXED, memfd, 0));
+	ASSERT_NE(MAP_FAILED, mmap(SBASE + 192 * PAGE, FILE_PAGES * PAGE, RW,
+				   MAP_PRIVATE | MAP_FIXED, filefd, 0));
+
+	dmesg_mark();
+	drain_everything();
+	ml0 = meminfo_kb("Mlocked");
+	ue0 = meminfo_kb("Unevictable");
+	ASSERT_EQ(0, mlf_stats(&s0));
+
+	deadline = seq_now() + secs;
+	fflush(NULL);
+	for (int i = 0; i < NHELPERS; i++) {
+		helpers[i] = fork();
+		if (helpers[i] == 0)
+			helper_main(NTHREADS + i);
+		ASSERT_LT(0, helpers[i]);
+	}
+	for (int i = 0; i < NTHREADS; i++) {
+		w[i].id = i;
+		ASSERT_EQ(0, pthread_create(&w[i].tid, NULL, thread_main, &w[i]));
+	}
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(w[i].tid, NULL);
+	for (int i = 0; i < NHELPERS; i++) {
+		int st = -1;
+
+		ASSERT_EQ(helpers[i], waitpid(helpers[i], &st, 0));
+		EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st))
+			TH_LOG("helper %d: status %#x", i, st);
+	}
+
+	/* Everything gone: nothing may stay locked or unevictable. */
+	munlockall();
+	munmap(SBASE, SPAGES * PAGE);
+	close(memfd);
+	close(filefd);
+	ASSERT_EQ(0, mlf_drain());
+	drain_everything();
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(ml0, meminfo_kb("Mlocked"));
+	EXPECT_EQ(ue0, meminfo_kb("Unevictable"));
+	if (ml0 != meminfo_kb("Mlocked"))
+		show_stray_mlocked(_metadata);
+
+	sum_counts(&t);
+	TH_LOG("%ld ops, %ld ioctls (%ld failed), %ld syscalls; module: %ld pages locked, %ld unlocked, moves %ld queued, %ld applied, %ld cancelled",
+	       t.ops, t.calls[C_LOCK] + t.calls[C_UNLOCK] + t.calls[C_LOCKV] +
+	       t.calls[C_UNLOCKV] + t.calls[C_LOCKALL] + t.calls[C_UNLOCKALL] +
+	       t.calls[C_DRAIN], t.errors, t.syscalls, D(pages_locked),
+	       D(pages_unlocked), D(moves_queued), D(moves_applied),
+	       D(moves_cancelled));
+	EXPECT_EQ(0, t.unexpected)
+		TH_LOG("unexpected errno %d (op %d)", t.last_bad_errno, t.last_bad_op);
+	EXPECT_LT(1000, t.ops);
+
+	/* The counters agree with the calls made (we were the only user). */
+	EXPECT_EQ(t.calls[C_LOCK], D(calls_lock));
+	EXPECT_EQ(t.calls[C_UNLOCK], D(calls_unlock));
+	EXPECT_EQ(t.calls[C_LOCKALL], D(calls_lockall));
+	EXPECT_EQ(t.calls[C_UNLOCKALL], D(calls_unlockall));
+	EXPECT_EQ(t.calls[C_LOCKV], D(calls_lockv));
+	EXPECT_EQ(t.calls[C_UNLOCKV], D(calls_unlockv));
+	/* ours, plus mlf_drain() and drain_everything() above */
+	EXPECT_EQ(t.calls[C_DRAIN] + 2, D(calls_drain));
+	EXPECT_EQ(t.errors, D(errors));
+	for (int m = 0; m < MLOCKFAST_STAT_NR_MODES; m++) {
+		if (m == slot) {
+			/* calls naming no mode run in the default one */
+			EXPECT_LE(t.mode_calls[m] + t.defaulted - t.calls[C_UNLOCKALL],
+				  D(mode_calls[m]));
+			EXPECT_GE(t.mode_calls[m] + t.defaulted, D(mode_calls[m]));
+		} else {
+			EXPECT_EQ(t.mode_calls[m], D(mode_calls[m])) TH_LOG("mode %d", m);
+		}
+		mode_sum += D(mode_pages[m]);
+	}
+	/* Every page counted is counted in its mode too. */
+	EXPECT_EQ(D(pages_locked) + D(pages_unlocked), mode_sum);
+	/* Each queued move ends applied or cancelled, at most once. */
+	EXPECT_LE(D(moves_applied) + D(moves_cancelled), D(moves_queued));
+	EXPECT_LE(D(moves_applied), D(pages_locked));
+
+	EXPECT_EQ(0, dmesg_count("WARNING:"));
+	EXPECT_EQ(0, dmesg_count("BUG:"));
+	EXPECT_EQ(0, dmesg_count("Oops"));
+	EXPECT_EQ(0, dmesg_count("blocked for more than"));
+	munmap(sh, sizeof(*sh));
+}
+
+/* ---- multi-threaded callers, differential ---- */
+
+/*
+ * A baton passed between two threads pinned to different CPUs: each step
+ * runs on its thread, one at a time, so the end state is fixed, but the
+ * module meets batches queued on the other CPU (remote cancels).
+ */
+struct baton {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int turn, step, done;
+	const struct path_ops *p;
+	struct diff_log *log;
+	char *scratch[2];
+};
+
+static struct baton bt;
+static char state_mem[64 << 10], smaps_tmp[128 << 10];
+
+#define HB	(DIFF_BASE)
+
+/* Flush this CPU's kernel batches (the state is read next). */
+static char *scratch_slot(int who, int second)
+{
+	return DIFF_BASE + DIFF_SPAN + (4 * who + 2 * second) * PAGE;
+}
+
+static void local_drain(int who)
+{
+	char *to = scratch_slot(who, bt.scratch[who] == scratch_slot(who, 0));
+
+	bt.scratch[who] = seq_local_drain(bt.scratch[who], to);
+}
+
+static void step(int who, int n)
+{
+	const struct path_ops *p = bt.p;
+	struct diff_log *log = bt.log;
+	char *m = HB;
+
+	switch (n) {
+	case 0:
+		diff_ret(log, "T0 lock 0-16", p->lock(m, 16 * PAGE));
+		break;
+	case 1:
+		diff_ret(log, "T1 unlock 4-8", p->unlock(m + 4 * PAGE, 4 * PAGE));
+		break;
+	case 2:
+		diff_ret(log, "T1 lock 8-24", p->lock(m + 8 * PAGE, 16 * PAGE));
+		break;
+	case 3:
+		diff_ret(log, "T0 unlock 12-20", p->unlock(m + 12 * PAGE, 8 * PAGE));
+		break;
+	case 4:
+		diff_ret(log, "T1 lock memfd view 1", p->lock(m + 40 * PAGE, 8 * PAGE));
+		break;
+	case 5:
+		diff_ret(log, "T0 lock memfd view 2", p->lock(m + 56 * PAGE, 8 * PAGE));
+		break;
+	case 6:
+		diff_ret(log, "T1 unlock memfd view 2", p->unlock(m + 56 * PAGE, 8 * PAGE));
+		break;
+	case 7:
+		diff_ret(log, "T0 munmap 20-22", munmap(m + 20 * PAGE, 2 * PAGE));
+		break;
+	case 8:
+		diff_ret(log, "T1 munmap memfd view 1 half",
+			 munmap(m + 40 * PAGE, 4 * PAGE));
+		break;
+	case 9:
+		diff_ret(log, "T0 lock2 onfault 0-32",
+			 p->lock2(m, 32 * PAGE, MLOCK_ONFAULT));
+		break;
+	case 10:
+		diff_touch(m + 24 * PAGE, 4 * PAGE, 1);
+		diff_note(log, "T1 touched 24-28");
+		break;
+	case 11:
+		diff_ret(log, "T1 unlock all", p->unlock(m, 64 * PAGE));
+		break;
+	}
+	(void)who;
+}
+
+#define NSTEPS 12
+/* Which thread runs each step. */
+static const int step_owner[NSTEPS] = { 0, 1, 1, 0, 1, 0, 1, 0, 1, 0, 1, 1 };
+/* After which steps the state is recorded (both CPUs drained first). */
+static const int step_state[NSTEPS] = { 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1 };
+
+static void *baton_thread(void *arg)
+{
+	int who = (int)(intptr_t)arg;
+
+	seq_pin(who);
+	pthread_mutex_lock(&bt.mu);
+	for (;;) {
+		while (bt.turn != who && !bt.done)
+			pthread_cond_wait(&bt.cv, &bt.mu);
+		if (bt.done)
+			break;
+		if (bt.step < 0) {
+			/* asked to drain this CPU */
+			local_drain(who);
+		} else {
+			step(who, bt.step);
+		}
+		bt.turn = -1;
+		pthread_cond_broadcast(&bt.cv);
+	}
+	pthread_mutex_unlock(&bt.mu);
+	return NULL;
+}
+
+/* Hand @n (or a drain, n < 0) to thread @who and wait for it. */
+static void run_on(int who, int n)
+{
+	pthread_mutex_lock(&bt.mu);
+	bt.step = n;
+	bt.turn = who;
+	pthread_cond_broadcast(&bt.cv);
+	while (bt.turn != -1)
+		pthread_cond_wait(&bt.cv, &bt.mu);
+	pthread_mutex_unlock(&bt.mu);
+}
+
+/* The window's state plus PG_mlocked per page, from a quiet moment. */
+static void record(struct diff_log *log, const char *label)
+{
+	struct seq_buf b;
+
+	run_on(0, -1);
+	run_on(1, -1);
+	diff_state(log, label);
+	sb_init(&b, state_mem, sizeof(state_mem));
+	seq_window_state(&b, (unsigned long)DIFF_BASE,
+			 (unsigned long)DIFF_BASE + 80 * PAGE, smaps_tmp,
+			 sizeof(smaps_tmp), 1);
+	diff_note(log, "%s", b.buf);
+}
+
+static void scn_handoff(const struct path_ops *p, struct diff_log *log)
+{
+	pthread_t t[2];
+	int fd = memfd_create("mlf-handoff", 0);
+	char *m = diff_map(0, 32 * PAGE, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1);
+
+	if (fd < 0 || ftruncate(fd, 8 * PAGE))
+		_exit(90);
+	/* Two views of the same 8 memfd pages: mlock_count goes to 2. */
+	diff_map(40 * PAGE, 8 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+	diff_map(56 * PAGE, 8 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+	diff_touch(m, 32 * PAGE, 1);
+	diff_touch(DIFF_BASE + 40 * PAGE, 8 * PAGE, 1);
+	memset(&bt, 0, sizeof(bt));
+	pthread_mutex_init(&bt.mu, NULL);
+	pthread_cond_init(&bt.cv, NULL);
+	bt.turn = -1;
+	bt.p = p;
+	bt.log = log;
+	for (int i = 0; i < 2; i++) {
+		bt.scratch[i] = mmap(scratch_slot(i, 0), PAGE,
+				     PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
+				     MAP_FIXED_NOREPLACE, -1, 0);
+		if (bt.scratch[i] == MAP_FAILED)
+			_exit(89);
+	}
+	for (intptr_t i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, baton_thread, (void *)i))
+			_exit(88);
+	for (int n = 0; n < NSTEPS; n++) {
+		char label[32];
+
+		run_on(step_owner[n], n);
+		if (step_state[n]) {
+			snprintf(label, sizeof(label), "after step %d", n);
+			record(log, label);
+		}
+	}
+	pthread_mutex_lock(&bt.mu);
+	bt.done = 1;
+	pthread_cond_broadcast(&bt.cv);
+	pthread_mutex_unlock(&bt.mu);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	close(fd);
+}
+
+TEST(threads_handoff_differential)
+{
+	ASSERT_LE(0, mlf_fd());
+	EXPECT_EQ(0, diff_run("threads_handoff", scn_handoff));
+}
+
+/*
+ * Threads at once, each on its own part of the window, moving between CPUs
+ * as they go (so batches are met from other CPUs): whatever the
+ * interleaving, the end state is each thread's last word.  No two threads
+ * share a folio: the kernel's own mlock_count is not exact when two CPUs
+ * race on one, so the syscalls would not agree with themselves.
+ */
+#define PT_THREADS	4
+#define PT_PAGES	16	/* pages per thread */
+#define PT_OPS		300
+
+struct pt_arg {
+	int id;
+	const struct path_ops *p;
+	char *scratch;
+};
+
+static char *pt_own(int id)
+{
+	/* a hole after each part, so that no VMA spans two threads */
+	return DIFF_BASE + (size_t)id * 2 * PT_PAGES * PAGE;
+}
+
+static void *parallel_thread(void *arg)
+{
+	struct pt_arg *a = arg;
+	const struct path_ops *p = a->p;
+	struct seq_rng r = { seq_mix(0x5eed, a->id) };
+	char *own = pt_own(a->id);
+
+	seq_pin(a->id);
+	for (int i = 0; i < PT_OPS; i++) {
+		unsigned long op = seq_below(&r, 10);
+		int s = (int)seq_below(&r, PT_PAGES);
+		int n = 1 + (int)seq_below(&r, PT_PAGES - s);
+
+		if (op < 3)
+			p->lock(own + s * PAGE, n * PAGE);
+		else if (op < 6)
+			p->unlock(own + s * PAGE, n * PAGE);
+		else if (op < 7)
+			p->lock2(own + s * PAGE, n * PAGE, MLOCK_ONFAULT);
+		else if (op < 9)
+			diff_touch(own + s * PAGE, n * PAGE, 1);
+		else
+			seq_pin((int)seq_below(&r, 64));
+	}
+	/* The last word, the same for everyone. */
+	p->unlock(own, PT_PAGES * PAGE);
+	p->lock(own + PT_PAGES / 4 * PAGE, PT_PAGES / 2 * PAGE);
+	p->lock2(own + 3 * PT_PAGES / 4 * PAGE, PT_PAGES / 4 * PAGE,
+		 MLOCK_ONFAULT);
+	a->scratch = seq_local_drain(a->scratch, a->scratch + PAGE);
+	return NULL;
+}
+
+static void scn_parallel(const struct path_ops *p, struct diff_log *log)
+{
+	const unsigned long hi = (unsigned long)pt_own(PT_THREADS);
+	pthread_t t[PT_THREADS];
+	struct pt_arg a[PT_THREADS];
+	struct seq_buf b;
+
+	for (int i = 0; i < PT_THREADS; i++) {
+		diff_map((size_t)i * 2 * PT_PAGES * PAGE, PT_PAGES * PAGE,
+			 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+		diff_touch(pt_own(i), PT_PAGES / 2 * PAGE, 1);
+		a[i].id = i;
+		a[i].p = p;
+		a[i].scratch = mmap(DIFF_BASE + DIFF_SPAN + 4 * i * PAGE, PAGE,
+				    PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
+				    MAP_FIXED_NOREPLACE, -1, 0);
+		if (a[i].scratch == MAP_FAILED)
+			_exit(89);
+	}
+	for (int i = 0; i < PT_THREADS; i++)
+		if (pthread_create(&t[i], NULL, parallel_thread, &a[i]))
+			_exit(88);
+	for (int i = 0; i < PT_THREADS; i++)
+		pthread_join(t[i], NULL);
+	diff_state(log, "after the threads");
+	sb_init(&b, state_mem, sizeof(state_mem));
+	seq_window_state(&b, (unsigned long)DIFF_BASE, hi, smaps_tmp,
+			 sizeof(smaps_tmp), 1);
+	diff_note(log, "%s", b.buf);
+	for (int i = 0; i < PT_THREADS; i++)
+		diff_ret(log, "unlock", p->unlock(pt_own(i), PT_PAGES * PAGE));
+}
+
+TEST(threads_parallel_differential)
+{
+	ASSERT_LE(0, mlf_fd());
+	EXPECT_EQ(0, diff_run("threads_parallel", scn_parallel));
+}
+
+TEST_HARNESS_MAIN

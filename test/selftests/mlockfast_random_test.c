@@ -1,0 +1,1186 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Seeded random sequences on a small window of fixed addresses: mmap (anon
+ * private and shared, memfd, a tmpfs file), munmap, mprotect, mremap,
+ * madvise, fork, touching pages, and the lock calls.  Two processes forked
+ * from one parent run them in lock-step: A through the system calls, B
+ * through the ioctls (the mode changes from op to op, and B moves between
+ * CPUs so that deferred batches are met from elsewhere).  After every op
+ * the return values and the window's observable state must be equal; when
+ * both have exited and everything is drained, Mlocked and Unevictable must
+ * be back where they started.
+ *
+ * On a failure the seed, the op, both states, the shortest failing prefix
+ * and a reduced op list are printed.  MLF_SEED (or --seed=N) fixes the
+ * base seed, MLF_OPS (or --ops=N) the number of ops per test, MLF_VERBOSE=1
+ * prints every op, MLF_MINIMIZE_S bounds the reduction (seconds, 0: none).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "kselftest_harness.h"
+#include "mlf_diff.h"
+#include "mlf_seq.h"
+#include "mlf_test.h"
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ	22
+#define MADV_POPULATE_WRITE	23
+#endif
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP	4
+#endif
+
+#define WBASE		0x300000000000UL	/* 2 MiB aligned, far from all else */
+#define GUARD		4			/* unmapped pages each side */
+#define MAXW		64			/* largest window, pages */
+#define FPAGES		48			/* memfd and file size, pages */
+#define SCRATCH1	((char *)0x310000000000UL)
+#define SCRATCH2	((char *)0x310000200000UL)
+#define REPLY_MAX	(48 << 10)
+#define SMAPS_MAX	(128 << 10)
+#define MAX_HELD	2
+
+enum op_type {
+	OP_MMAP, OP_MUNMAP, OP_MPROTECT, OP_MREMAP, OP_MADVISE, OP_LOCK,
+	OP_UNLOCK, OP_LOCKV, OP_UNLOCKV, OP_LOCKALL, OP_UNLOCKALL, OP_FORK,
+	OP_FORK_HOLD, OP_RELEASE, OP_TOUCH, OP_DRAIN, OP_SLEEP, NR_OP_TYPES,
+};
+
+static const char * const op_names[NR_OP_TYPES] = {
+	"mmap", "munmap", "mprotect", "mremap", "madvise", "lock", "unlock",
+	"lockv", "unlockv", "lockall", "unlockall", "fork", "fork_hold",
+	"release", "touch", "drain", "sleep",
+};
+
+enum map_kind {
+	K_ANON_PRIV, K_ANON_SHARED, K_MEMFD_SHARED, K_MEMFD_PRIV, K_FILE_PRIV,
+	K_FILE_SHARED, NR_KINDS,
+};
+
+static const char * const kind_names[NR_KINDS] = {
+	"anon-private", "anon-shared", "memfd-shared", "memfd-private",
+	"file-private", "file-shared",
+};
+
+struct range {
+	int a, n;		/* first page (from WBASE, may be < 0), pages */
+	int off;		/* bytes added to the address */
+	int extra;		/* bytes added to the length (may be < 0) */
+	int wrap;		/* length that wraps the address space */
+};
+
+struct op {
+	int idx;		/* index in the generated sequence */
+	int type;
+	struct range r;
+	unsigned int flags;	/* mmap extra flags, mlock2/mlockall flags,
+				 * mremap flags, madvise advice, touch write */
+	unsigned int mode;	/* MLOCKFAST_MODE_* for B */
+	int prot, kind, fpage;
+	int t, tn;		/* mremap target page and new size */
+	int nv;			/* LOCKV/UNLOCKV: number of ranges */
+	struct range v[3];
+	int bslot;		/* B's CPU slot for this op */
+	int use_mlock;		/* A: mlock() instead of mlock2(..., 0) */
+};
+
+struct cfg {
+	const char *name;
+	uint64_t seed;
+	int nops;
+	int wpages;
+	unsigned long memlock;	/* 0: unlimited (CAP_IPC_LOCK) */
+	int inject;		/* op index where B fakes a difference, or -1 */
+};
+
+static int verbose;
+/* MLF_PROFILE=1: where the time goes, per op type. */
+static int profile;
+static double prof_time[NR_OP_TYPES];
+static int prof_count[NR_OP_TYPES];
+
+/* ---- generation: from the seed alone, never from results ---- */
+
+static void gen_range(struct seq_rng *r, const struct cfg *c, struct range *g,
+		      int outside, int jitter)
+{
+	int lo = outside ? -GUARD : 0, hi = c->wpages + (outside ? GUARD : 0);
+	int max;
+
+	memset(g, 0, sizeof(*g));
+	g->a = lo + (int)seq_below(r, hi - lo);
+	max = hi - g->a;
+	if (seq_chance(r, 1, 4))
+		g->n = 1 + (int)seq_below(r, max);
+	else
+		g->n = 1 + (int)seq_below(r, max < 8 ? max : 8);
+	if (outside && seq_chance(r, 1, 25))
+		g->n = 0;
+	if (!jitter)
+		return;
+	if (seq_chance(r, 1, 5))
+		g->off = (int)seq_below(r, PAGE);
+	if (seq_chance(r, 1, 5))
+		g->extra = (int)seq_below(r, PAGE) - (int)PAGE / 2;
+	if (seq_chance(r, 1, 80))
+		g->wrap = 1;
+}
+
+static int gen_prot(struct seq_rng *r)
+{
+	unsigned long x = seq_below(r, 10);
+
+	return x < 7 ? PROT_READ | PROT_WRITE : x < 9 ? PROT_READ : PROT_NONE;
+}
+
+static unsigned int gen_lock_flags(struct seq_rng *r)
+{
+	static const unsigned int bad[] = { 2, 4, 0x80000000U };
+
+	if (seq_chance(r, 1, 30))
+		return bad[seq_below(r, 3)];
+	return seq_chance(r, 2, 5) ? MLOCK_ONFAULT : 0;
+}
+
+static unsigned int gen_lockall_flags(struct seq_rng *r)
+{
+	static const unsigned int good[] = {
+		MCL_CURRENT, MCL_CURRENT, MCL_CURRENT, MCL_FUTURE, MCL_FUTURE,
+		MCL_CURRENT | MCL_FUTURE, MCL_CURRENT | MCL_FUTURE,
+		MCL_CURRENT | MCL_ONFAULT, MCL_CURRENT | MCL_ONFAULT,
+		MCL_FUTURE | MCL_ONFAULT, MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT,
+	};
+	static const unsigned int bad[] = { 0, MCL_ONFAULT, 8 };
+
+	if (seq_chance(r, 1, 12))
+		return bad[seq_below(r, 3)];
+	return good[seq_below(r, sizeof(good) / sizeof(good[0]))];
+}
+
+/* Op weights; RELEASE only counts while a held child exists. */
+static const int weights[NR_OP_TYPES] = {
+	[OP_MMAP] = 9, [OP_MUNMAP] = 4, [OP_MPROTECT] = 6, [OP_MREMAP] = 5,
+	[OP_MADVISE] = 5, [OP_LOCK] = 14, [OP_UNLOCK] = 12, [OP_LOCKV] = 4,
+	[OP_UNLOCKV] = 3, [OP_LOCKALL] = 3, [OP_UNLOCKALL] = 3, [OP_FORK] = 2,
+	[OP_FORK_HOLD] = 1, [OP_RELEASE] = 2, [OP_TOUCH] = 14, [OP_DRAIN] = 2,
+	[OP_SLEEP] = 1,
+};
+
+static void gen_ops(const struct cfg *c, struct op *ops, int n)
+{
+	static const unsigned int cycle[] = {
+		MLOCKFAST_MODE_EAGER, MLOCKFAST_MODE_DEFERRED,
+		MLOCKFAST_MODE_RECLAIM,
+	};
+	struct seq_rng r = { c->seed };
+	int held = 0, bslot = 1;
+
+	for (int i = 0; i < n; i++) {
+		struct op *o = &ops[i];
+		int total = 0, pick, w = c->wpages;
+
+		memset(o, 0, sizeof(*o));
+		o->idx = i;
+		for (int t = 0; t < NR_OP_TYPES; t++)
+			total += (t == OP_RELEASE && !held) ||
+				 (t == OP_FORK_HOLD && held >= MAX_HELD) ?
+				 0 : weights[t];
+		pick = (int)seq_below(&r, total);
+		for (o->type = 0; ; o->type++) {
+			int wt = (o->type == OP_RELEASE && !held) ||
+				 (o->type == OP_FORK_HOLD && held >= MAX_HELD) ?
+				 0 : weights[o->type];
+
+			if (pick < wt)
+				break;
+			pick -= wt;
+		}
+		o->mode = cycle[i % 3];
+		if (seq_chance(&r, 1, 16))
+			o->mode = MLOCKFAST_MODE_LEGACY;
+		else if (seq_chance(&r, 1, 15))
+			o->mode = MLOCKFAST_MODE_DEFAULT;
+		if (seq_chance(&r, 1, 4))
+			bslot ^= 1;
+		o->bslot = bslot;
+		o->use_mlock = seq_chance(&r, 1, 2);
+
+		switch (o->type) {
+		case OP_MMAP: {
+			static const int kinds[] = {
+				K_ANON_PRIV, K_ANON_PRIV, K_ANON_PRIV, K_ANON_PRIV,
+				K_ANON_SHARED, K_ANON_SHARED, K_MEMFD_SHARED,
+				K_MEMFD_SHARED, K_MEMFD_SHARED, K_MEMFD_PRIV,
+				K_FILE_PRIV, K_FILE_PRIV, K_FILE_PRIV, K_FILE_SHARED,
+			};
+
+			gen_range(&r, c, &o->r, 0, 0);
+			o->kind = kinds[seq_below(&r, sizeof(kinds) / sizeof(kinds[0]))];
+			o->fpage = (int)seq_below(&r, FPAGES);
+			o->prot = gen_prot(&r);
+			if (seq_chance(&r, 1, 8))
+				o->flags |= MAP_POPULATE;
+			if (seq_chance(&r, 1, 12))
+				o->flags |= MAP_LOCKED;
+			break;
+		}
+		case OP_MUNMAP:
+		case OP_MPROTECT:
+			gen_range(&r, c, &o->r, 1, 0);
+			if (seq_chance(&r, 1, 30))
+				o->r.off = 1;	/* EINVAL: unaligned */
+			o->prot = gen_prot(&r);
+			break;
+		case OP_MREMAP: {
+			unsigned long v = seq_below(&r, 20);
+
+			o->r.a = (int)seq_below(&r, w);
+			o->r.n = 1 + (int)seq_below(&r, w - o->r.a < 12 ? w - o->r.a : 12);
+			if (v < 8) {		/* resize in place */
+				o->tn = 1 + (int)seq_below(&r, w - o->r.a);
+			} else if (v < 17) {	/* move, maybe resize */
+				o->flags = MREMAP_MAYMOVE | MREMAP_FIXED;
+				o->t = (int)seq_below(&r, w);
+				o->tn = 1 + (int)seq_below(&r, w - o->t);
+			} else {		/* move, keep the old VMA */
+				o->flags = MREMAP_MAYMOVE | MREMAP_FIXED |
+					   MREMAP_DONTUNMAP;
+				o->tn = o->r.n;
+				o->t = (int)seq_below(&r, w - o->r.n + 1);
+			}
+			break;
+		}
+		case OP_MADVISE: {
+			static const unsigned int adv[] = {
+				MADV_DONTNEED, MADV_DONTNEED, MADV_DONTNEED,
+				MADV_DONTNEED, MADV_FREE, MADV_FREE,
+				MADV_POPULATE_READ, MADV_POPULATE_WRITE,
+			};
+
+			gen_range(&r, c, &o->r, 1, 0);
+			o->flags = adv[seq_below(&r, sizeof(adv) / sizeof(adv[0]))];
+			break;
+		}
+		case OP_LOCK:
+			gen_range(&r, c, &o->r, 1, 1);
+			o->flags = gen_lock_flags(&r);
+			break;
+		case OP_UNLOCK:
+			gen_range(&r, c, &o->r, 1, 1);
+			break;
+		case OP_LOCKV:
+		case OP_UNLOCKV:
+			o->nv = 1 + (int)seq_below(&r, 3);
+			for (int k = 0; k < o->nv; k++)
+				gen_range(&r, c, &o->v[k], seq_chance(&r, 1, 3), 1);
+			if (o->type == OP_LOCKV)
+				o->flags = gen_lock_flags(&r);
+			break;
+		case OP_LOCKALL:
+			o->flags = gen_lockall_flags(&r);
+			break;
+		case OP_FORK_HOLD:
+			held++;
+			break;
+		case OP_RELEASE:
+			held--;
+			break;
+		case OP_TOUCH:
+			gen_range(&r, c, &o->r, seq_chance(&r, 1, 8), 0);
+			o->flags = seq_chance(&r, 3, 5);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static const char *mode_name(unsigned int mode)
+{
+	switch (mode) {
+	case MLOCKFAST_MODE_DEFAULT: return "default";
+	case MLOCKFAST_MODE_EAGER: return "eager";
+	case MLOCKFAST_MODE_DEFERRED: return "deferred";
+	case MLOCKFAST_MODE_RECLAIM: return "reclaim";
+	case MLOCKFAST_MODE_LEGACY: return "legacy";
+	}
+	return "?";
+}
+
+static void range_str(struct seq_buf *b, const struct range *g)
+{
+	sb_printf(b, "W%+dp", g->a);
+	if (g->off)
+		sb_printf(b, "+%d", g->off);
+	if (g->wrap)
+		sb_printf(b, ", -%dp(wraps)", 2);
+	else
+		sb_printf(b, ", %dp%+d", g->n, g->extra);
+}
+
+static const char *prot_name(int prot)
+{
+	return prot == (PROT_READ | PROT_WRITE) ? "RW" :
+	       prot == PROT_READ ? "R" : "NONE";
+}
+
+static void op_str(const struct op *o, char *mem, size_t cap)
+{
+	struct seq_buf b;
+
+	sb_init(&b, mem, cap);
+	sb_printf(&b, "#%d %s(", o->idx, op_names[o->type]);
+	switch (o->type) {
+	case OP_MMAP:
+		sb_printf(&b, "W%+dp, %dp, %s, %s off %dp%s%s)", o->r.a, o->r.n,
+			  prot_name(o->prot), kind_names[o->kind], o->fpage,
+			  o->flags & MAP_POPULATE ? " POPULATE" : "",
+			  o->flags & MAP_LOCKED ? " LOCKED" : "");
+		return;
+	case OP_MUNMAP:
+	case OP_MPROTECT:
+		sb_printf(&b, "W%+dp%s, %dp", o->r.a, o->r.off ? "+1" : "", o->r.n);
+		if (o->type == OP_MPROTECT)
+			sb_printf(&b, ", %s", prot_name(o->prot));
+		sb_printf(&b, ")");
+		return;
+	case OP_MREMAP:
+		sb_printf(&b, "W%+dp, %dp -> ", o->r.a, o->r.n);
+		if (o->flags & MREMAP_FIXED)
+			sb_printf(&b, "W%+dp, ", o->t);
+		sb_printf(&b, "%dp%s%s)", o->tn,
+			  o->flags & MREMAP_FIXED ? " MAYMOVE|FIXED" : "",
+			  o->flags & MREMAP_DONTUNMAP ? "|DONTUNMAP" : "");
+		return;
+	case OP_MADVISE:
+		sb_printf(&b, "W%+dp, %dp, %s)", o->r.a, o->r.n,
+			  o->flags == MADV_DONTNEED ? "DONTNEED" :
+			  o->flags == MADV_FREE ? "FREE" :
+			  o->flags == MADV_POPULATE_READ ? "POPULATE_READ" :
+			  "POPULATE_WRITE");
+		return;
+	case OP_LOCK:
+	case OP_UNLOCK:
+		range_str(&b, &o->r);
+		if (o->type == OP_LOCK)
+			sb_printf(&b, ", flags %#x", o->flags);
+		break;
+	case OP_LOCKV:
+	case OP_UNLOCKV:
+		for (int k = 0; k < o->nv; k++) {
+			sb_printf(&b, "%s{", k ? ", " : "");
+			range_str(&b, &o->v[k]);
+			sb_printf(&b, "}");
+		}
+		if (o->type == OP_LOCKV)
+			sb_printf(&b, ", flags %#x", o->flags);
+		break;
+	case OP_LOCKALL:
+		sb_printf(&b, "%#x", o->flags);
+		break;
+	case OP_TOUCH:
+		sb_printf(&b, "W%+dp, %dp, %s)", o->r.a, o->r.n,
+			  o->flags ? "write" : "read");
+		return;
+	default:
+		sb_printf(&b, ")");
+		return;
+	}
+	sb_printf(&b, ") B: %s, cpu slot %d%s", mode_name(o->mode), o->bslot,
+		  o->use_mlock && o->type == OP_LOCK && !o->flags ? ", A: mlock" : "");
+}
+
+/* ---- the two processes ---- */
+
+enum { ROLE_A, ROLE_B };
+
+/* Static, not malloc'd: A and B must keep identical address spaces. */
+static char reply_mem[REPLY_MAX];
+static char smaps_mem[SMAPS_MAX];
+static struct mlockfast_iovec iov_mem[3];
+static sigjmp_buf touch_env;
+static int comm_fd;
+static struct { pid_t pid; int fd; } held[MAX_HELD];
+static int nheld;
+
+static void on_fault(int sig)
+{
+	siglongjmp(touch_env, sig);
+}
+
+/* Deep enough for everything after it, so the stack VMA never grows. */
+static void __attribute__((noinline)) grow_stack(void)
+{
+	volatile char pad[256 << 10];
+
+	for (size_t i = 0; i < sizeof(pad); i += PAGE)
+		pad[i] = 0;
+}
+
+static unsigned long range_addr(const struct range *g)
+{
+	return WBASE + (long)g->a * (long)PAGE + g->off;
+}
+
+static size_t range_len(const struct range *g)
+{
+	long len = (long)g->n * (long)PAGE + g->extra;
+
+	if (g->wrap)
+		return -2 * PAGE;
+	return len < 0 ? 0 : (size_t)len;
+}
+
+static void put_ret(struct seq_buf *out, const char *what, long ret, int err)
+{
+	const char *name = ret < 0 ? strerrorname_np(err) : NULL;
+
+	if (ret < 0)
+		sb_printf(out, "%s = %ld %s\n", what, ret, name ? name : "?");
+	else
+		sb_printf(out, "%s = %ld\n", what, ret);
+}
+
+static int a_lock(const struct op *o, const struct range *g, unsigned int flags)
+{
+	if (!flags && o->use_mlock)
+		return mlock((void *)range_addr(g), range_len(g));
+	return syscall(SYS_mlock2, range_addr(g), range_len(g), flags) ? -1 : 0;
+}
+
+static int xlock(int role, const struct op *o, const struct range *g)
+{
+	if (role == ROLE_A)
+		return a_lock(o, g, o->flags);
+	return mlf_lock2((void *)range_addr(g), range_len(g),
+			 o->flags | o->mode);
+}
+
+static int xunlock(int role, const struct op *o, const struct range *g)
+{
+	if (role == ROLE_A)
+		return munlock((void *)range_addr(g), range_len(g));
+	return mlf_unlock_mode((void *)range_addr(g), range_len(g), o->mode);
+}
+
+/* LOCKV/UNLOCKV; A does the same one range at a time, to the first error. */
+static void do_vec(int role, const struct op *o, struct seq_buf *out)
+{
+	int lock = o->type == OP_LOCKV, ret = 0, err = 0;
+	unsigned int done = 0;
+
+	if (role == ROLE_A) {
+		for (; done < (unsigned int)o->nv; done++) {
+			ret = lock ? xlock(role, o, &o->v[done]) :
+				     xunlock(role, o, &o->v[done]);
+			if (ret) {
+				err = errno;
+				break;
+			}
+		}
+	} else {
+		struct mlockfast_vec v = {
+			.size = sizeof(v), .flags = o->flags | o->mode,
+			.iov = (uintptr_t)iov_mem, .count = o->nv,
+		};
+
+		if (!lock)
+			v.flags = o->mode;
+		for (int k = 0; k < o->nv; k++) {
+			iov_mem[k].addr = range_addr(&o->v[k]);
+			iov_mem[k].len = range_len(&o->v[k]);
+		}
+		ret = ioctl(mlf_fd(), lock ? MLOCKFAST_IOC_LOCKV :
+			    MLOCKFAST_IOC_UNLOCKV, &v) ? -1 : 0;
+		err = errno;
+		done = v.done;
+	}
+	put_ret(out, lock ? "lockv" : "unlockv", ret, err);
+	sb_printf(out, "done %u\n", done);
+}
+
+static void do_touch(const struct op *o, struct seq_buf *out)
+{
+	char res[MAXW + 2 * GUARD + 1];
+	volatile int i;
+
+	for (i = 0; i < o->r.n; i++) {
+		volatile char *p = (volatile char *)(WBASE +
+						     (long)(o->r.a + i) * (long)PAGE);
+		int sig = sigsetjmp(touch_env, 1);
+
+		if (sig) {
+			res[i] = sig == SIGSEGV ? 'S' : sig == SIGBUS ? 'B' : '?';
+			continue;
+		}
+		if (o->flags)
+			*p = 1;
+		else
+			(void)*p;
+		res[i] = o->flags ? 'w' : 'r';
+	}
+	res[o->r.n] = 0;
+	sb_printf(out, "touch %s\n", res);
+}
+
+static void do_fork(int role, const struct op *o, struct seq_buf *out)
+{
+	int st = 0, pfd[2];
+	pid_t pid;
+
+	(void)role;
+	if (o->type == OP_FORK) {
+		pid = fork();
+		if (pid == 0)
+			_exit(0);
+		if (pid < 0 || waitpid(pid, &st, 0) != pid)
+			put_ret(out, "fork", -1, errno);
+		else
+			sb_printf(out, "fork child status %#x\n", st);
+		return;
+	}
+	if (pipe(pfd))
+		_exit(87);
+	pid = fork();
+	if (pid == 0) {
+		char c;
+
+		/* Hold the COW-shared pages until released; no one else's fds. */
+		close(pfd[1]);
+		close(comm_fd);
+		for (int k = 0; k < nheld; k++)
+			close(held[k].fd);
+		while (read(pfd[0], &c, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(pfd[0]);
+	held[nheld].pid = pid;
+	held[nheld].fd = pfd[1];
+	nheld++;
+	sb_printf(out, "fork_hold %s\n", pid > 0 ? "ok" : "failed");
+}
+
+static void release_one(struct seq_buf *out)
+{
+	int st = 0;
+
+	if (!nheld) {
+		sb_printf(out, "release none\n");
+		return;
+	}
+	nheld--;
+	close(held[0].fd);
+	waitpid(held[0].pid, &st, 0);
+	held[0] = held[1];
+	sb_printf(out, "release status %#x\n", st);
+}
+
+static void do_op(int role, const struct cfg *c, const struct op *o, int memfd,
+		  int filefd, struct seq_buf *out)
+{
+	unsigned long addr = range_addr(&o->r);
+	size_t len = (size_t)o->r.n * PAGE;
+	long ret = 0;
+	int err = 0;
+
+	errno = 0;
+	switch (o->type) {
+	case OP_MMAP: {
+		static const int mflags[NR_KINDS] = {
+			MAP_PRIVATE | MAP_ANONYMOUS, MAP_SHARED | MAP_ANONYMOUS,
+			MAP_SHARED, MAP_PRIVATE, MAP_PRIVATE, MAP_SHARED,
+		};
+		int fd = o->kind == K_MEMFD_SHARED || o->kind == K_MEMFD_PRIV ?
+			 memfd : o->kind >= K_FILE_PRIV ? filefd : -1;
+		char *p = mmap((void *)addr, len, o->prot,
+			       mflags[o->kind] | MAP_FIXED | o->flags, fd,
+			       fd >= 0 ? (off_t)o->fpage * PAGE : 0);
+
+		err = errno;
+		ret = p == MAP_FAILED ? -1 : (long)((unsigned long)p - WBASE) / (long)PAGE;
+		put_ret(out, "mmap", ret, err);
+		return;
+	}
+	case OP_MUNMAP:
+		ret = munmap((void *)addr, len);
+		put_ret(out, "munmap", ret, errno);
+		return;
+	case OP_MPROTECT:
+		ret = mprotect((void *)addr, len, o->prot);
+		put_ret(out, "mprotect", ret, errno);
+		return;
+	case OP_MREMAP: {
+		char *p = mremap((void *)addr, len, (size_t)o->tn * PAGE, o->flags,
+				 (void *)(WBASE + (long)o->t * (long)PAGE));
+
+		err = errno;
+		ret = p == MAP_FAILED ? -1 : (long)((unsigned long)p - WBASE) / (long)PAGE;
+		put_ret(out, "mremap", ret, err);
+		return;
+	}
+	case OP_MADVISE:
+		ret = madvise((void *)addr, len, o->flags);
+		put_ret(out, "madvise", ret, errno);
+		return;
+	case OP_LOCK:
+		ret = xlock(role, o, &o->r);
+		put_ret(out, "lock", ret, errno);
+		return;
+	case OP_UNLOCK:
+		ret = xunlock(role, o, &o->r);
+		put_ret(out, "unlock", ret, errno);
+		return;
+	case OP_LOCKV:
+	case OP_UNLOCKV:
+		do_vec(role, o, out);
+		return;
+	case OP_LOCKALL:
+		ret = role == ROLE_A ? mlockall(o->flags) :
+		      mlf_lockall(o->flags | o->mode);
+		put_ret(out, "lockall", ret, errno);
+		return;
+	case OP_UNLOCKALL:
+		ret = role == ROLE_A ? munlockall() : mlf_unlockall();
+		put_ret(out, "unlockall", ret, errno);
+		return;
+	case OP_FORK:
+	case OP_FORK_HOLD:
+		do_fork(role, o, out);
+		return;
+	case OP_RELEASE:
+		release_one(out);
+		return;
+	case OP_TOUCH:
+		do_touch(o, out);
+		return;
+	case OP_DRAIN:
+		/* The module's batches only; A has nothing to match it with. */
+		ret = role == ROLE_B ? mlf_drain() : 0;
+		put_ret(out, "drain", ret, errno);
+		return;
+	case OP_SLEEP: {
+		/* Long enough for deferred batches' timers (defer_ms) to fire. */
+		struct timespec ts = { 0, 25 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+		sb_printf(out, "slept\n");
+		return;
+	}
+	}
+	(void)c;
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		n = read(fd, (char *)buf + got, len - got);
+		if (n <= 0)
+			return -1;
+		got += n;
+	}
+	return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t len)
+{
+	size_t put = 0;
+	ssize_t n;
+
+	while (put < len) {
+		n = write(fd, (const char *)buf + put, len - put);
+		if (n <= 0)
+			return -1;
+		put += n;
+	}
+	return 0;
+}
+
+/* B's CPU for slot 0/1: away from A where there are CPUs enough. */
+static int b_cpu(int slot)
+{
+	int n = seq_ncpus();
+
+	if (n >= 3)
+		return 1 + slot;
+	return n == 2 ? (slot ? 1 : 0) : 0;
+}
+
+static void __attribute__((noreturn))
+child_main(const struct cfg *c, int role, const struct op *ops, int n, int wfd)
+{
+	unsigned long lo = WBASE - GUARD * PAGE;
+	unsigned long hi = WBASE + (c->wpages + GUARD) * PAGE;
+	struct sigaction sa = { .sa_handler = on_fault };
+	char path[64], page[PAGE], *scratch, *p;
+	int memfd, filefd;
+
+	comm_fd = wfd;
+	grow_stack();
+	if (seq_pin(role == ROLE_A ? 0 : b_cpu(1)))
+		_exit(86);
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
+	memfd = memfd_create("mlf-rand", 0);
+	if (memfd < 0 || ftruncate(memfd, FPAGES * PAGE))
+		_exit(85);
+	snprintf(path, sizeof(path), "/tmp/mlf-rand-%d", getpid());
+	filefd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (filefd < 0)
+		_exit(84);
+	unlink(path);
+	memset(page, 'f', sizeof(page));
+	for (int i = 0; i < FPAGES; i++)
+		if (write(filefd, page, PAGE) != (ssize_t)PAGE)
+			_exit(83);
+	/* The window and its guards must be ours alone. */
+	p = mmap((void *)lo, hi - lo, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (p != (void *)lo || munmap(p, hi - lo))
+		_exit(82);
+	scratch = mmap(SCRATCH1, PAGE, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (scratch != SCRATCH1)
+		_exit(81);
+	if (role == ROLE_B && mlf_fd() < 0)
+		_exit(80);
+	if (c->memlock)
+		diff_limit(c->memlock);
+
+	for (int i = 0; i < n; i++) {
+		const struct op *o = &ops[i];
+		struct seq_buf out;
+		uint32_t len;
+		char *moved;
+
+		if (role == ROLE_B && seq_pin(b_cpu(o->bslot)))
+			_exit(78);
+		sb_init(&out, reply_mem + sizeof(len), sizeof(reply_mem) - sizeof(len));
+		do_op(role, c, o, memfd, filefd, &out);
+		if (role == ROLE_B && o->idx == c->inject)
+			sb_printf(&out, "injected difference\n");
+		/* Leave no kernel batch pending: PG_mlocked is read next. */
+		moved = seq_local_drain(scratch, scratch == SCRATCH1 ? SCRATCH2 :
+					SCRATCH1);
+		if (moved == MAP_FAILED)
+			sb_printf(&out, "local drain failed: %s\n", strerror(errno));
+		else
+			scratch = moved;
+		seq_window_state(&out, lo, hi, smaps_mem, sizeof(smaps_mem), 1);
+		if (out.overflow)
+			_exit(77);
+		len = out.len;
+		memcpy(reply_mem, &len, sizeof(len));
+		if (write_full(wfd, reply_mem, sizeof(len) + len))
+			_exit(76);
+	}
+	while (nheld) {
+		struct seq_buf dummy;
+
+		sb_init(&dummy, reply_mem, sizeof(reply_mem));
+		release_one(&dummy);
+	}
+	_exit(0);
+}
+
+/* ---- the parent: run, compare, report, bisect, reduce ---- */
+
+struct result {
+	int fail_at;		/* first op whose results differ, or -1 */
+	int crashed;		/* a child died or misbehaved */
+	int leak;		/* Mlocked/Unevictable not back at the end */
+	char why[512];
+};
+
+static char reply_a[REPLY_MAX], reply_b[REPLY_MAX];
+static char opbuf[512];
+
+/* Where a and b first differ: the line in each. */
+static void first_diff(const char *a, const char *b, int *line,
+		       const char **la, const char **lb)
+{
+	const char *sa = a, *sb = b;
+
+	*line = 1;
+	while (*a && *a == *b) {
+		if (*a == '\n') {
+			(*line)++;
+			sa = a + 1;
+			sb = b + 1;
+		}
+		a++;
+		b++;
+	}
+	*la = sa;
+	*lb = sb;
+}
+
+static void print_state(const char *who, const char *s)
+{
+	int lines = 0;
+
+	while (*s && lines++ < 120) {
+		int n = (int)strcspn(s, "\n");
+
+		fprintf(stderr, "#   %s| %.*s\n", who, n, s);
+		s += n + (s[n] == '\n');
+	}
+}
+
+static int get_reply(int fd, char *buf)
+{
+	uint32_t len;
+
+	if (read_full(fd, &len, sizeof(len)) || len >= REPLY_MAX ||
+	    read_full(fd, buf, len))
+		return -1;
+	buf[len] = 0;
+	return 0;
+}
+
+/* Kill what is left of a run and reap it all, orphans included. */
+static void reap_all(pid_t pa, pid_t pb, int *st_a, int *st_b, int kill_them)
+{
+	pid_t pid;
+	int st;
+
+	if (kill_them) {
+		kill(pa, SIGKILL);
+		kill(pb, SIGKILL);
+	}
+	/* We are a subreaper: held grandchildren come back to us. */
+	while ((pid = waitpid(-1, &st, 0)) > 0) {
+		if (pid == pa)
+			*st_a = st;
+		else if (pid == pb)
+			*st_b = st;
+	}
+}
+
+/*
+ * A and B get the op list by inheritance and run it through, each writing
+ * its state after every op down a pipe; the parent compares them op by op
+ * as they come.  A round trip per op would cost more than the op itself
+ * under TCG.
+ */
+static void run_ops(const struct cfg *c, const struct op *ops, int n,
+		    struct result *res, int report)
+{
+	int a_out[2], b_out[2], st_a = 0, st_b = 0, stop = 0;
+	long mlocked, unevictable, ml_end, ue_end;
+	pid_t pa, pb;
+
+	memset(res, 0, sizeof(*res));
+	res->fail_at = -1;
+	drain_everything();
+	mlocked = meminfo_kb("Mlocked");
+	unevictable = meminfo_kb("Unevictable");
+	if (pipe(a_out) || pipe(b_out)) {
+		res->crashed = 1;
+		snprintf(res->why, sizeof(res->why), "pipe: %s", strerror(errno));
+		return;
+	}
+	/* Slack, so that neither waits on the parent often. */
+	fcntl(a_out[1], F_SETPIPE_SZ, 1 << 20);
+	fcntl(b_out[1], F_SETPIPE_SZ, 1 << 20);
+	fflush(NULL);
+	/* A and B fork from the same parent state: identical address spaces. */
+	pa = fork();
+	if (pa == 0) {
+		close(a_out[0]);
+		close(b_out[0]);
+		close(b_out[1]);
+		child_main(c, ROLE_A, ops, n, a_out[1]);
+	}
+	pb = fork();
+	if (pb == 0) {
+		close(b_out[0]);
+		close(a_out[0]);
+		close(a_out[1]);
+		child_main(c, ROLE_B, ops, n, b_out[1]);
+	}
+	close(a_out[1]);
+	close(b_out[1]);
+
+	for (int i = 0; i < n; i++) {
+		double t = seq_now();
+		const char *la, *lb;
+		int line;
+
+		if (get_reply(a_out[0], reply_a) || get_reply(b_out[0], reply_b)) {
+			res->crashed = 1;
+			res->fail_at = i;
+			snprintf(res->why, sizeof(res->why),
+				 "a process died at op %d", i);
+			stop = 1;
+			break;
+		}
+		if (profile) {
+			prof_time[ops[i].type] += seq_now() - t;
+			prof_count[ops[i].type]++;
+		}
+		if (verbose) {
+			op_str(&ops[i], opbuf, sizeof(opbuf));
+			fprintf(stderr, "# %s\n", opbuf);
+			print_state("A", reply_a);
+		}
+		if (!strcmp(reply_a, reply_b))
+			continue;
+		res->fail_at = i;
+		stop = 1;
+		first_diff(reply_a, reply_b, &line, &la, &lb);
+		snprintf(res->why, sizeof(res->why),
+			 "op %d: state line %d: syscall \"%.*s\" ioctl \"%.*s\"",
+			 i, line, (int)strcspn(la, "\n"), la,
+			 (int)strcspn(lb, "\n"), lb);
+		if (report) {
+			op_str(&ops[i], opbuf, sizeof(opbuf));
+			fprintf(stderr, "# MISMATCH at op %d of %s (seed %" PRIu64 "): %s\n",
+				i, c->name, c->seed, opbuf);
+			fprintf(stderr, "# first difference, line %d:\n#   syscall: %.*s\n#   ioctl:   %.*s\n",
+				line, (int)strcspn(la, "\n"), la,
+				(int)strcspn(lb, "\n"), lb);
+			fprintf(stderr, "# state after the op, A (syscall) and B (ioctl):\n");
+			print_state("A", reply_a);
+			print_state("B", reply_b);
+		}
+		break;
+	}
+	close(a_out[0]);
+	close(b_out[0]);
+	reap_all(pa, pb, &st_a, &st_b, stop);
+	if (!stop && (!WIFEXITED(st_a) || WEXITSTATUS(st_a) ||
+		      !WIFEXITED(st_b) || WEXITSTATUS(st_b))) {
+		snprintf(res->why, sizeof(res->why),
+			 "child status: A %#x, B %#x", st_a, st_b);
+		res->crashed = 1;
+	}
+	mlf_drain();
+	drain_everything();
+	ml_end = meminfo_kb("Mlocked");
+	ue_end = meminfo_kb("Unevictable");
+	if (ml_end != mlocked || ue_end != unevictable) {
+		res->leak = 1;
+		if (report)
+			fprintf(stderr, "# LEAK after %d ops of %s: Mlocked %ld -> %ld kB, Unevictable %ld -> %ld kB\n",
+				res->fail_at >= 0 ? res->fail_at + 1 : n, c->name,
+				mlocked, ml_end, unevictable, ue_end);
+	}
+}
+
+static int failed(const struct result *r)
+{
+	return r->fail_at >= 0 || r->crashed || r->leak;
+}
+
+static long env_long(const char *name, long dflt)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strtol(v, NULL, 0) : dflt;
+}
+
+/* The base seed, fixed in main() so every test of one run shares it. */
+static uint64_t base_seed;
+
+/*
+ * A failure: confirm it, find the shortest failing prefix by bisection, then
+ * cut ops out of it (halves, quarters, ... single ops) while it still fails,
+ * within MLF_MINIMIZE_S seconds, and print what is left.
+ */
+static void shrink(const struct cfg *c, struct op *ops, int n,
+		   const struct result *first)
+{
+	int lo = 0, hi = first->fail_at >= 0 ? first->fail_at + 1 : n, len;
+	double budget = env_long("MLF_MINIMIZE_S", 120), t0 = seq_now();
+	struct op *trial = calloc(n, sizeof(*trial));
+	struct result r;
+
+	if (!trial)
+		return;
+	run_ops(c, ops, hi, &r, 0);
+	if (!failed(&r)) {
+		fprintf(stderr, "# the first %d ops alone did not fail again: not reproducible\n",
+			hi);
+		free(trial);
+		return;
+	}
+	/* Failing prefixes: hi; passing: lo (no ops always passes). */
+	while (hi - lo > 1) {
+		int mid = lo + (hi - lo) / 2;
+
+		run_ops(c, ops, mid, &r, 0);
+		if (failed(&r))
+			hi = mid;
+		else
+			lo = mid;
+	}
+	fprintf(stderr, "# shortest failing prefix: %d ops (reproduce: MLF_SEED=%" PRIu64 " MLF_OPS=%d mlockfast_random_test -t %s)\n",
+		hi, base_seed, hi, c->name);
+	run_ops(c, ops, hi, &r, 1);
+
+	/* Reduce: drop chunks while the sequence still fails. */
+	len = hi;
+	for (int chunk = len / 2; chunk >= 1 && budget > 0; chunk /= 2) {
+		for (int s = 0; s + chunk <= len && seq_now() - t0 < budget; ) {
+			int m = 0;
+
+			for (int i = 0; i < len; i++)
+				if (i < s || i >= s + chunk)
+					trial[m++] = ops[i];
+			run_ops(c, trial, m, &r, 0);
+			if (failed(&r)) {
+				memcpy(ops, trial, m * sizeof(*ops));
+				len = m;
+			} else {
+				s += chunk;
+			}
+		}
+	}
+	fprintf(stderr, "# reduced to %d ops (in %.0f s), which still fail:\n", len,
+		seq_now() - t0);
+	for (int i = 0; i < len; i++) {
+		op_str(&ops[i], opbuf, sizeof(opbuf));
+		fprintf(stderr, "#   %s\n", opbuf);
+	}
+	run_ops(c, ops, len, &r, 1);
+	fprintf(stderr, "# reduced sequence: %s\n", failed(&r) ? r.why : "passed this time");
+	free(trial);
+}
+
+static void random_run(struct __test_metadata *_metadata, struct cfg *c,
+		       uint64_t salt)
+{
+	struct result res;
+	struct op *ops;
+	double t0;
+
+	ASSERT_LE(0, mlf_fd());
+	c->seed = seq_mix(base_seed, salt);
+	/* The self-check keeps its length: its difference is at a fixed op. */
+	if (c->inject < 0)
+		c->nops = (int)env_long("MLF_OPS", c->nops);
+	ASSERT_GT(c->nops, 0);
+	verbose = env_long("MLF_VERBOSE", 0) > 0;
+	profile = env_long("MLF_PROFILE", 0) > 0;
+	fprintf(stderr, "# %s: MLF_SEED=%" PRIu64 " (test seed %" PRIu64 "), %d ops, window %d pages%s, %d CPUs\n",
+		c->name, base_seed, c->seed, c->nops, c->wpages,
+		c->memlock ? ", RLIMIT_MEMLOCK without CAP_IPC_LOCK" : "",
+		seq_ncpus());
+	ops = calloc(c->nops, sizeof(*ops));
+	ASSERT_NE(NULL, ops);
+	gen_ops(c, ops, c->nops);
+	signal(SIGPIPE, SIG_IGN);
+	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
+	t0 = seq_now();
+	run_ops(c, ops, c->nops, &res, 1);
+	fprintf(stderr, "# %s: %d ops in %.1f s%s%s\n", c->name,
+		res.fail_at >= 0 ? res.fail_at + 1 : c->nops, seq_now() - t0,
+		failed(&res) ? ": FAILED: " : "", failed(&res) ? res.why : "");
+	for (int t = 0; profile && t < NR_OP_TYPES; t++)
+		fprintf(stderr, "#   %-10s %5d ops %7.3f s %6.2f ms/op\n", op_names[t],
+			prof_count[t], prof_time[t],
+			prof_count[t] ? prof_time[t] * 1e3 / prof_count[t] : 0);
+	if (c->inject >= 0) {
+		/* The self-check: the fake difference must be found, exactly. */
+		EXPECT_EQ(c->inject, res.fail_at);
+		EXPECT_FALSE(res.crashed);
+		EXPECT_FALSE(res.leak);
+		free(ops);
+		return;
+	}
+	if (failed(&res))
+		shrink(c, ops, c->nops, &res);
+	EXPECT_EQ(-1, res.fail_at) TH_LOG("seed %" PRIu64 ": %s", c->seed, res.why);
+	EXPECT_FALSE(res.crashed) TH_LOG("%s", res.why);
+	EXPECT_FALSE(res.leak);
+	free(ops);
+}
+
+FIXTURE(random) {
+	int unused;
+};
+
+FIXTURE_SETUP(random)
+{
+}
+
+FIXTURE_TEARDOWN(random)
+{
+}
+
+/* 10,500 ops in all, in four differently shaped runs. */
+TEST_F_TIMEOUT(random, mixed_a, 900)
+{
+	struct cfg c = { "mixed_a", 0, 3000, 64, 0, -1 };
+
+	random_run(_metadata, &c, 1);
+}
+
+TEST_F_TIMEOUT(random, mixed_b, 900)
+{
+	struct cfg c = { "mixed_b", 0, 3000, 64, 0, -1 };
+
+	random_run(_metadata, &c, 2);
+}
+
+/* Few pages: ranges overlap all the time, VMAs split and merge. */
+TEST_F_TIMEOUT(random, dense, 900)
+{
+	struct cfg c = { "dense", 0, 2000, 16, 0, -1 };
+
+	random_run(_metadata, &c, 3);
+}
+
+/* The rlimit paths: RLIMIT_MEMLOCK of 24 pages and no CAP_IPC_LOCK. */
+TEST_F_TIMEOUT(random, rlimit, 900)
+{
+	struct cfg c = { "rlimit", 0, 2500, 64, 24 * PAGE, -1 };
+
+	random_run(_metadata, &c, 4);
+}
+
+/* The comparison itself must catch a difference, at the op it happens. */
+TEST_F_TIMEOUT(random, detects_injected_difference, 300)
+{
+	struct cfg c = { "detects_injected_difference", 0, 200, 64, 0, 137 };
+
+	random_run(_metadata, &c, 5);
+}
+
+int main(int argc, char **argv)
+{
+	int m = 1;
+
+	/* --seed=N and --ops=N are ours; the rest goes to the harness. */
+	for (int i = 1; i < argc; i++) {
+		if (!strncmp(argv[i], "--seed=", 7))
+			setenv("MLF_SEED", argv[i] + 7, 1);
+		else if (!strncmp(argv[i], "--ops=", 6))
+			setenv("MLF_OPS", argv[i] + 6, 1);
+		else
+			argv[m++] = argv[i];
+	}
+	argv[m] = NULL;
+	if (getenv("MLF_SEED") && *getenv("MLF_SEED"))
+		base_seed = strtoull(getenv("MLF_SEED"), NULL, 0);
+	else
+		base_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	return test_harness_run(m, argv);
+}
