@@ -125,11 +125,23 @@ static void mlf_note_cpu(struct mlf_ctx *c)
 	}
 }
 
+/* Leave the folio to the kernel's own mlock_folio()/munlock_folio(). */
+static void mlf_to_kernel(struct mlf_ctx *c, struct folio *folio)
+{
+	if (c->lock)
+		mlf_kernel_mlock(folio);
+	else
+		mlf_kernel_munlock(folio);
+	c->kernel_batch = true;
+	c->pages += folio_nr_pages(folio);
+}
+
 /*
  * A folio already mlocked but not yet moved is locked again (another VMA
- * maps it, or another process).  Rare, so do it the exact way: apply every
- * pending move, count the earlier lock if nothing did (reclaim mode queues
- * nothing), then let the kernel count this one.
+ * maps it, or another process).  Rare, so do it the kernel's way: pay every
+ * move we have queued, so the earlier lock is counted, then let the kernel
+ * count this one.  A lock still queued in the kernel's own batch of another
+ * CPU counts when that batch drains, as it would for mlock(2).
  */
 static struct mlf_batch *mlf_lock_again(struct mlf_ctx *c,
 					struct mlf_batch *b,
@@ -137,12 +149,8 @@ static struct mlf_batch *mlf_lock_again(struct mlf_ctx *c,
 {
 	mlf_batch_put(b, false);
 	mlf_batch_apply_all();
-	mlf_call(mlock_drain_local)();
 	b = mlf_batch_get();
-	if (!folio_test_unevictable(folio))
-		mlf_kernel_mlock(folio);
-	mlf_kernel_mlock(folio);
-	c->kernel_batch = true;
+	mlf_to_kernel(c, folio);
 	return b;
 }
 
@@ -151,8 +159,7 @@ static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
 {
 	if (folio_test_unevictable(folio)) {
 		/* mlock_count is live: let the kernel raise it. */
-		mlf_kernel_mlock(folio);
-		c->kernel_batch = true;
+		mlf_to_kernel(c, folio);
 		return b;
 	}
 	if (folio_test_set_mlocked(folio)) {
@@ -215,14 +222,12 @@ static struct mlf_batch *mlf_unlock_one(struct mlf_ctx *c,
 			mlf_clear_mlocked(c, folio);
 		else if (!READ_ONCE(folio->mlock_count))
 			/* culled without a count: ours was the only lock */
-			mlf_kernel_munlock(folio);
-		c->kernel_batch = true;
+			mlf_to_kernel(c, folio);
 		return b;
 	}
 	if (folio_test_unevictable(folio)) {
 		/* Several VMAs may hold it: the kernel counts them down. */
-		mlf_kernel_munlock(folio);
-		c->kernel_batch = true;
+		mlf_to_kernel(c, folio);
 		return b;
 	}
 	mlf_clear_mlocked(c, folio);

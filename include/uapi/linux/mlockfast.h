@@ -121,8 +121,8 @@ struct mlockfast_stats {
 	__u64 calls_unlockv;
 	__u64 calls_drain;
 	__u64 errors;			/* calls that returned an error */
-	__u64 pages_locked;		/* PG_mlocked set by the module */
-	__u64 pages_unlocked;		/* PG_mlocked cleared by the module */
+	__u64 pages_locked;		/* pages the lock walks acted on */
+	__u64 pages_unlocked;		/* pages the unlock walks acted on */
 	__u64 moves_queued;		/* folios put on a per-CPU batch */
 	__u64 moves_applied;		/* folios moved to the unevictable LRU */
 	__u64 moves_cancelled;		/* queued moves an unlock made void */
