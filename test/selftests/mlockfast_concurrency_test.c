@@ -39,8 +39,10 @@
 #define HBASE		((char *)0x350000000000UL)	/* helpers' region */
 
 /* What each worker (thread or helper process) called through the device. */
-enum { C_LOCK, C_UNLOCK, C_LOCKALL, C_UNLOCKALL, C_LOCKV, C_UNLOCKV,
-       C_DRAIN, NR_CALLS };
+enum {
+	C_LOCK, C_UNLOCK, C_LOCKALL, C_UNLOCKALL, C_LOCKV, C_UNLOCKV, C_DRAIN,
+	NR_CALLS,
+};
 
 struct counts {
 	long calls[NR_CALLS];
@@ -58,8 +60,10 @@ struct shared {
 };
 
 static struct shared *sh;
-/* MLF_STRESS_SYSCALLS=1: the same run through the syscalls only, to tell
- * the kernel's own behaviour from the module's. */
+/*
+ * MLF_STRESS_SYSCALLS=1: the same run through the syscalls only, to tell
+ * the kernel's own behaviour from the module's.
+ */
 static int syscalls_only;
 static double deadline;
 static uint64_t seed;
@@ -257,8 +261,10 @@ static void one_op(struct seq_rng *r, struct counts *c, char *base, int pages,
 		pid_t pid = fork();
 
 		if (pid == 0) {
-			/* The child locks its copy too, then goes; it counts
-			 * in our slot (shared memory), we wait meanwhile. */
+			/*
+			 * The child locks its copy too, then goes; it counts
+			 * in our slot (shared memory), we wait meanwhile.
+			 */
 			touch(base + a * PAGE, n, 1);
 			if (syscalls_only)
 				_exit(0);
@@ -297,8 +303,10 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-/* A process of its own mapping the same memfd: the folios get locked from
- * several mms at once. */
+/*
+ * A process of its own mapping the same memfd: the folios get locked from
+ * several mms at once.
+ */
 static void helper_main(int id)
 {
 	struct seq_rng r = { seq_mix(seed, 100 + id) };
@@ -360,6 +368,44 @@ static long default_mode_slot(void)
 	return slot;
 }
 
+/* PG_mlocked of the page behind @p (root reads the frame), -1 if none. */
+static int page_mlocked(const void *p)
+{
+	int pm = open("/proc/self/pagemap", O_RDONLY);
+	int kf = open("/proc/kpageflags", O_RDONLY);
+	uint64_t e = 0, f = 0;
+	int ret = -1;
+
+	if (pm >= 0 && kf >= 0 &&
+	    pread(pm, &e, 8, (uintptr_t)p / PAGE * 8) == 8 && (e >> 63) &&
+	    pread(kf, &f, 8, (e & ((1ULL << 55) - 1)) * 8) == 8)
+		ret = !!(f & (1ULL << 33));
+	if (pm >= 0)
+		close(pm);
+	if (kf >= 0)
+		close(kf);
+	return ret;
+}
+
+/* A counter of /proc/vmstat, or -1. */
+static long vmstat_read(const char *name)
+{
+	char *vm = read_file("/proc/vmstat"), *p = vm;
+	size_t len = strlen(name);
+	long v = -1;
+
+	while (p && *p) {
+		if (!strncmp(p, name, len) && p[len] == ' ') {
+			v = strtol(p + len + 1, NULL, 10);
+			break;
+		}
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	free(vm);
+	return v;
+}
+
 #define D(f)	((long)(s1.f - s0.f))
 
 /*
@@ -397,85 +443,176 @@ static void show_stray_mlocked(struct __test_metadata *_metadata)
 	close(kc);
 }
 
-TEST(stress_threads_and_processes)
+/*
+ * The stress itself, in a process exec'd from a private copy of this
+ * binary: mlockall(MCL_CURRENT) locks the text, and pages shared with
+ * processes outside the test (the harness maps this binary too) would
+ * keep any mlock the kernel itself strands under this load (it does,
+ * now and then, with the syscalls alone), failing the test for nothing.
+ * The copy goes with the test, and with it every page the stress locked.
+ * Counts go back through a memfd (MLF_STRESS_FD).  Exit status 0: done.
+ */
+static int stress_worker(void)
 {
 	struct sigaction sa = { .sa_handler = on_fault };
+	const char *fdv = getenv("MLF_STRESS_FD");
 	struct worker w[NTHREADS];
-	struct mlockfast_stats s0, s1;
 	pid_t helpers[NHELPERS];
-	long ml0, ue0, mode_sum = 0, slot;
 	double secs = 8;
-	struct counts t;
+	int bad = 0;
 	char path[64];
 
+	if (!fdv)
+		return 2;
+	sh = mmap(NULL, sizeof(*sh), RW, MAP_SHARED, atoi(fdv), 0);
+	if (sh == MAP_FAILED || mlf_fd() < 0)
+		return 3;
 	if (getenv("MLF_STRESS_S"))
 		secs = atof(getenv("MLF_STRESS_S"));
 	seed = get_seed();
 	syscalls_only = getenv("MLF_STRESS_SYSCALLS") &&
 			atoi(getenv("MLF_STRESS_SYSCALLS"));
-	TH_LOG("MLF_SEED=%" PRIu64 ", %.0f s, %d threads, %d processes, %d CPUs",
-	       seed, secs, NTHREADS, NHELPERS, seq_ncpus());
-	ASSERT_LE(0, mlf_fd());
-	slot = default_mode_slot();
-	ASSERT_LE(0, slot);
-	sh = mmap(NULL, sizeof(*sh), RW, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, sh);
-	memset(sh, 0, sizeof(*sh));
 	sigaction(SIGSEGV, &sa, NULL);
 	sigaction(SIGBUS, &sa, NULL);
 
 	memfd = memfd_create("mlf-conc", 0);
-	ASSERT_LE(0, memfd);
-	ASSERT_EQ(0, ftruncate(memfd, FILE_PAGES * PAGE));
 	snprintf(path, sizeof(path), "/tmp/mlf-conc-%d", getpid());
 	filefd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
-	ASSERT_LE(0, filefd);
 	unlink(path);
-	ASSERT_EQ(0, ftruncate(filefd, FILE_PAGES * PAGE));
+	if (memfd < 0 || filefd < 0 || ftruncate(memfd, FILE_PAGES * PAGE) ||
+	    ftruncate(filefd, FILE_PAGES * PAGE))
+		return 4;
 	/* The region: anon, then the memfd, then the file. */
-	ASSERT_EQ(SBASE, mmap(SBASE, SPAGES * PAGE, RW,
-			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0));
-	ASSERT_NE(MAP_FAILED, mmap(SBASE + 128 * PAGE, FILE_PAGES * PAGE, RW,
-				   MAP_SHARED | MAP_FIXED, memfd, 0));
-	ASSERT_NE(MAP_FAILED, mmap(SBASE + 192 * PAGE, FILE_PAGES * PAGE, RW,
-				   MAP_PRIVATE | MAP_FIXED, filefd, 0));
-
-	dmesg_mark();
-	drain_everything();
-	ml0 = meminfo_kb("Mlocked");
-	ue0 = meminfo_kb("Unevictable");
-	ASSERT_EQ(0, mlf_stats(&s0));
+	if (mmap(SBASE, SPAGES * PAGE, RW,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != SBASE ||
+	    mmap(SBASE + 128 * PAGE, FILE_PAGES * PAGE, RW,
+		 MAP_SHARED | MAP_FIXED, memfd, 0) == MAP_FAILED ||
+	    mmap(SBASE + 192 * PAGE, FILE_PAGES * PAGE, RW,
+		 MAP_PRIVATE | MAP_FIXED, filefd, 0) == MAP_FAILED)
+		return 5;
 
 	deadline = seq_now() + secs;
-	fflush(NULL);
 	for (int i = 0; i < NHELPERS; i++) {
 		helpers[i] = fork();
 		if (helpers[i] == 0)
 			helper_main(NTHREADS + i);
-		ASSERT_LT(0, helpers[i]);
+		if (helpers[i] < 0)
+			return 6;
 	}
 	for (int i = 0; i < NTHREADS; i++) {
 		w[i].id = i;
-		ASSERT_EQ(0, pthread_create(&w[i].tid, NULL, thread_main, &w[i]));
+		if (pthread_create(&w[i].tid, NULL, thread_main, &w[i]))
+			return 7;
 	}
 	for (int i = 0; i < NTHREADS; i++)
 		pthread_join(w[i].tid, NULL);
 	for (int i = 0; i < NHELPERS; i++) {
 		int st = -1;
 
-		ASSERT_EQ(helpers[i], waitpid(helpers[i], &st, 0));
-		EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st))
-			TH_LOG("helper %d: status %#x", i, st);
+		if (waitpid(helpers[i], &st, 0) != helpers[i] ||
+		    !WIFEXITED(st) || WEXITSTATUS(st)) {
+			fprintf(stderr, "# helper %d: status %#x\n", i, st);
+			bad = 1;
+		}
 	}
-
-	/* Everything gone: nothing may stay locked or unevictable. */
 	munlockall();
-	munmap(SBASE, SPAGES * PAGE);
-	close(memfd);
-	close(filefd);
+	return bad ? 8 : 0;
+}
+
+/* Copy this program to @path, to run the stress from. */
+static int copy_self(const char *path)
+{
+	int in = open("/proc/self/exe", O_RDONLY);
+	int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+	char buf[1 << 16];
+	ssize_t n = -1;
+
+	while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, n) != n) {
+			n = -1;
+			break;
+		}
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return n == 0 ? 0 : -1;
+}
+
+/* Pages of @path that are mlocked although nothing maps them locked. */
+static int stray_mlocked_in(const char *path)
+{
+	int fd = open(path, O_RDONLY), n = 0;
+	off_t size = fd >= 0 ? lseek(fd, 0, SEEK_END) : 0;
+	char *m = size > 0 ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0) :
+		  MAP_FAILED;
+
+	if (m != MAP_FAILED) {
+		for (off_t off = 0; off < size; off += PAGE) {
+			(void)((volatile char *)m)[off];
+			n += page_mlocked(m + off) == 1;
+		}
+		munmap(m, size);
+	}
+	if (fd >= 0)
+		close(fd);
+	return n;
+}
+
+TEST(stress_threads_and_processes)
+{
+	struct mlockfast_stats s0, s1;
+	long ml0, ue0, cleared0, mode_sum = 0, slot;
+	char exe[64], fdv[16], seedv[32];
+	int shfd, st = -1, stray;
+	struct counts t;
+	pid_t pid;
+
+	seed = get_seed();
+	TH_LOG("MLF_SEED=%" PRIu64 ", %s s, %d threads, %d processes, %d CPUs",
+	       seed, getenv("MLF_STRESS_S") ? getenv("MLF_STRESS_S") : "8",
+	       NTHREADS, NHELPERS, seq_ncpus());
+	ASSERT_LE(0, mlf_fd());
+	slot = default_mode_slot();
+	ASSERT_LE(0, slot);
+	shfd = memfd_create("mlf-conc-counts", 0);
+	ASSERT_LE(0, shfd);
+	ASSERT_EQ(0, ftruncate(shfd, sizeof(*sh)));
+	sh = mmap(NULL, sizeof(*sh), RW, MAP_SHARED, shfd, 0);
+	ASSERT_NE(MAP_FAILED, sh);
+	snprintf(exe, sizeof(exe), "/tmp/mlf-stress-%d", getpid());
+	ASSERT_EQ(0, copy_self(exe));
+
+	dmesg_mark();
+	drain_everything();
+	ml0 = meminfo_kb("Mlocked");
+	ue0 = meminfo_kb("Unevictable");
+	cleared0 = vmstat_read("unevictable_pgs_cleared");
+	ASSERT_EQ(0, mlf_stats(&s0));
+
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		snprintf(fdv, sizeof(fdv), "%d", shfd);
+		snprintf(seedv, sizeof(seedv), "%" PRIu64, seed);
+		setenv("MLF_STRESS_FD", fdv, 1);
+		setenv("MLF_SEED", seedv, 1);
+		execl(exe, exe, "--stress-worker", (char *)NULL);
+		_exit(127);
+	}
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) TH_LOG("stress: status %#x", st);
+
+	/* What the stress left on its text: the kernel alone does it too. */
+	stray = stray_mlocked_in(exe);
+	unlink(exe);
 	ASSERT_EQ(0, mlf_drain());
 	drain_everything();
 	ASSERT_EQ(0, mlf_stats(&s1));
+	TH_LOG("%d stray mlocked pages of the stress binary, %ld pages freed still mlocked",
+	       stray, vmstat_read("unevictable_pgs_cleared") - cleared0);
+	/* Everything gone: nothing may stay locked or unevictable. */
 	EXPECT_EQ(ml0, meminfo_kb("Mlocked"));
 	EXPECT_EQ(ue0, meminfo_kb("Unevictable"));
 	if (ml0 != meminfo_kb("Mlocked"))
@@ -524,25 +661,7 @@ TEST(stress_threads_and_processes)
 	EXPECT_EQ(0, dmesg_count("Oops"));
 	EXPECT_EQ(0, dmesg_count("blocked for more than"));
 	munmap(sh, sizeof(*sh));
-}
-
-/* PG_mlocked of the page behind @p (root reads the frame), -1 if none. */
-static int page_mlocked(const void *p)
-{
-	int pm = open("/proc/self/pagemap", O_RDONLY);
-	int kf = open("/proc/kpageflags", O_RDONLY);
-	uint64_t e = 0, f = 0;
-	int ret = -1;
-
-	if (pm >= 0 && kf >= 0 &&
-	    pread(pm, &e, 8, (uintptr_t)p / PAGE * 8) == 8 && (e >> 63) &&
-	    pread(kf, &f, 8, (e & ((1ULL << 55) - 1)) * 8) == 8)
-		ret = !!(f & (1ULL << 33));
-	if (pm >= 0)
-		close(pm);
-	if (kf >= 0)
-		close(kf);
-	return ret;
+	close(shfd);
 }
 
 /*
@@ -931,4 +1050,10 @@ TEST(threads_parallel_differential)
 	EXPECT_EQ(0, diff_run("threads_parallel", scn_parallel));
 }
 
-TEST_HARNESS_MAIN
+int main(int argc, char **argv)
+{
+	/* The stress test runs its workload from a copy of us: see there. */
+	if (argc > 1 && !strcmp(argv[1], "--stress-worker"))
+		return stress_worker();
+	return test_harness_run(argc, argv);
+}

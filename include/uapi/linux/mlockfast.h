@@ -109,7 +109,7 @@ enum {
 	MLOCKFAST_STAT_NR_MODES,
 };
 
-/* Counters since load, summed over CPUs; also in /sys/module/mlockfast/stats. */
+/* Counters since load, summed over CPUs; also /sys/class/misc/mlockfast/stats. */
 struct mlockfast_stats {
 	__u32 size;			/* sizeof(struct mlockfast_stats) */
 	__u32 reserved0;

@@ -282,8 +282,10 @@ void seq_window_state(struct seq_buf *out, unsigned long lo, unsigned long hi,
 			*next++ = 0;
 		else
 			next = l + strlen(l);
-		/* A VMA's header line, "start-end perms offset ...": fields
-		 * start with a capital.  No sscanf: it is slow under TCG. */
+		/*
+		 * A VMA's header line, "start-end perms offset ...": fields
+		 * start with a capital.  No sscanf: it is slow under TCG.
+		 */
 		if (seq_vma_header(l, &s, &e, perms, &off)) {
 			in = s < hi && e > lo;
 			if (!in)
