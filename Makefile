@@ -66,7 +66,7 @@ $(BIN)/%_test: test/selftests/%_test.c $(TEST_LIB) $(TEST_LIB_H) include/uapi/li
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -Itest/selftests/lib -o $@ $< $(TEST_LIB) $(USER_LDFLAGS)
 
-$(BIN)/%: test/%.c include/uapi/linux/mlockfast.h
+$(BIN)/%: test/%.c test/mlf_tool.h include/uapi/linux/mlockfast.h
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(USER_LDFLAGS) -lm
 

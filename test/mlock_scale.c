@@ -34,20 +34,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/mlockfast.h>
-
-enum { M_SYSCALL, M_IOCTL, M_EAGER, M_DEFERRED, M_RECLAIM, M_LEGACY, M_NR };
-
-static const char * const mode_names[M_NR] = {
-	"syscall", "ioctl", "eager", "deferred", "reclaim", "legacy",
-};
-
-static const unsigned int mode_bits[M_NR] = {
-	0, MLOCKFAST_MODE_DEFAULT, MLOCKFAST_MODE_EAGER,
-	MLOCKFAST_MODE_DEFERRED, MLOCKFAST_MODE_RECLAIM, MLOCKFAST_MODE_LEGACY,
-};
+#include "mlf_tool.h"
 
 #define MAX_COPIES	4096
-#define GUARD		4096UL
 
 /* One cache line per copy, so the counters do not bounce between CPUs. */
 struct slot {
@@ -101,38 +90,6 @@ static long parse_num(const char *s, bool suffix)
 	return *end ? -1 : v;
 }
 
-static char *map_buffer(void)
-{
-	char *p;
-
-	/* A guard page on each side keeps the buffer a VMA of its own. */
-	p = mmap(NULL, size + 2 * GUARD, PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p != MAP_FAILED)
-		p = mmap(p + GUARD, size, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	for (size_t i = 0; i < size; i += 4096)
-		p[i] = 1;
-	return p;
-}
-
-static int lock_pair(char *buf)
-{
-	struct mlockfast_range r = {
-		.size = sizeof(r), .flags = mode_bits[mode],
-		.addr = (uintptr_t)buf, .len = size,
-	};
-
-	if (mode == M_SYSCALL)
-		return mlock(buf, size) || munlock(buf, size) ? -1 : 0;
-	if (ioctl(dev_fd, MLOCKFAST_IOC_LOCK, &r))
-		return -1;
-	r.flags = mode == M_LEGACY ? MLOCKFAST_MODE_LEGACY : 0;
-	return ioctl(dev_fd, MLOCKFAST_IOC_UNLOCK, &r) ? -1 : 0;
-}
-
 static uint32_t load32(const uint32_t *p)
 {
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
@@ -148,7 +105,7 @@ static int copy_main(int i)
 {
 	struct slot *s = &sh->slot[i];
 	uint64_t n = 0;
-	char *buf = map_buffer();
+	char *buf = map_guarded(size, MAP_PRIVATE | MAP_ANONYMOUS, -1);
 
 	if (!buf) {
 		fprintf(stderr, "mlock_scale: copy %d: cannot map %zu bytes: %s\n",
@@ -160,7 +117,7 @@ static int copy_main(int i)
 	while (!load32(&sh->go) && !load32(&sh->stop))
 		sched_yield();
 	while (!load32(&sh->stop)) {
-		if (lock_pair(buf)) {
+		if (lock_pair(dev_fd, mode, buf, size)) {
 			fprintf(stderr, "mlock_scale: copy %d: %s: %s\n", i,
 				mode_names[mode], strerror(errno));
 			store32(&s->failed, 1);

@@ -23,17 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/mlockfast.h>
-
-enum { M_SYSCALL, M_IOCTL, M_EAGER, M_DEFERRED, M_RECLAIM, M_LEGACY, M_NR };
-
-static const char * const mode_names[M_NR] = {
-	"syscall", "ioctl", "eager", "deferred", "reclaim", "legacy",
-};
-
-static const unsigned int mode_bits[M_NR] = {
-	0, MLOCKFAST_MODE_DEFAULT, MLOCKFAST_MODE_EAGER,
-	MLOCKFAST_MODE_DEFERRED, MLOCKFAST_MODE_RECLAIM, MLOCKFAST_MODE_LEGACY,
-};
+#include "mlf_tool.h"
 
 struct sample {
 	double real, user, sys;
@@ -109,38 +99,10 @@ static char *map_buffer(const char *kind, size_t size)
 			return NULL;
 		flags = MAP_SHARED;
 	}
-	/*
-	 * A guard page on each side keeps the buffer a VMA of its own, as in
-	 * the original test: otherwise it merges with its neighbours and every
-	 * lock splits the merged VMA, which would time split and merge instead.
-	 */
-	p = mmap(NULL, size + 2 * 4096, PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p != MAP_FAILED)
-		p = mmap(p + 4096, size, PROT_READ | PROT_WRITE,
-			 flags | MAP_FIXED, fd, 0);
+	p = map_guarded(size, flags, fd);
 	if (fd >= 0)
 		close(fd);
-	if (p == MAP_FAILED)
-		return NULL;
-	for (size_t i = 0; i < size; i += 4096)
-		p[i] = 1;	/* pages touched first, as in the original */
 	return p;
-}
-
-static int lock_pair(int mode, char *buf, size_t size)
-{
-	struct mlockfast_range r = {
-		.size = sizeof(r), .flags = mode_bits[mode],
-		.addr = (uintptr_t)buf, .len = size,
-	};
-
-	if (mode == M_SYSCALL)
-		return mlock(buf, size) || munlock(buf, size) ? -1 : 0;
-	if (ioctl(dev_fd, MLOCKFAST_IOC_LOCK, &r))
-		return -1;
-	r.flags = mode == M_LEGACY ? MLOCKFAST_MODE_LEGACY : 0;
-	return ioctl(dev_fd, MLOCKFAST_IOC_UNLOCK, &r) ? -1 : 0;
 }
 
 static double now(clockid_t clk)
@@ -165,7 +127,7 @@ static int measure(int mode, char *buf, size_t size, long count,
 	getrusage(RUSAGE_SELF, &r0);
 	t0 = now(CLOCK_MONOTONIC);
 	for (long i = 0; i < count; i++) {
-		if (lock_pair(mode, buf, size)) {
+		if (lock_pair(dev_fd, mode, buf, size)) {
 			fprintf(stderr, "test_mlock: %s: %s\n", mode_names[mode],
 				strerror(errno));
 			return -1;
@@ -293,11 +255,11 @@ int main(int argc, char **argv)
 		if (!w)
 			return 1;
 		for (long i = 0; i < warmup; i++)
-			if (lock_pair(M_SYSCALL, w, size)) {
+			if (lock_pair(dev_fd, M_SYSCALL, w, size)) {
 				fprintf(stderr, "test_mlock: warm-up: %s\n", strerror(errno));
 				return 1;
 			}
-		munmap(w, size);
+		munmap(w - GUARD, size + 2 * GUARD);
 	}
 	/* Interleave the modes, A B A B ..., so drift hits all of them alike. */
 	for (int r = 0; r < repeats; r++) {
