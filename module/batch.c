@@ -4,11 +4,13 @@
  *
  * The lock path sets PG_mlocked itself (Mlocked is exact at once) and
  * records here that the folio owes the kernel one mlock: an entry is a folio
- * (with a reference) and how many mlocks it owes.  Applying an entry calls
- * the kernel's mlock_folio() that many times, so the first call moves the
- * folio and sets mlock_count to one and each further call raises it, exactly
- * as the syscall's calls would have.  An unlock that comes first finds the
- * entry through a small hash and takes one back: the move is cancelled.
+ * (with a reference) and the mm and address of the lock it stands for.
+ * Applying an entry calls the kernel's mlock_folio(), which moves the folio
+ * and counts the lock in mlock_count, exactly as the syscall would have.  An
+ * unlock that comes first finds the entry through a small hash and takes it
+ * back: the move is cancelled.  A folio has at most one live entry: locking
+ * it again through us pays the first one (see the engine).  The mm's notifier
+ * (mm.c) voids entries whose mapping the kernel tears down.
  *
  * Each batch has a spinlock rather than a local lock so that DRAIN, CPU
  * offline and unload can apply another CPU's batch from here, without
@@ -36,7 +38,9 @@
  */
 struct mlf_entry {
 	struct folio *folio;
-	unsigned int owed;	/* kernel mlocks still to do; 0: dead */
+	struct mlf_mm *owner;	/* whose lock it is (NULL: paid at once) */
+	unsigned long addr;	/* where owner maps the folio */
+	bool live;		/* owes the kernel its mlock */
 	u16 slot;		/* its hash slot */
 };
 
@@ -74,7 +78,8 @@ static struct mlf_entry *mlf_find(struct mlf_batch *b, struct folio *folio)
 
 static void mlf_kill(struct mlf_batch *b, struct mlf_entry *e)
 {
-	e->owed = 0;
+	e->live = false;
+	mlf_mm_pending_add(e->owner, -1);
 	folio_put(e->folio);
 	b->live--;
 }
@@ -98,7 +103,7 @@ static void mlf_compact(struct mlf_batch *b)
 	for (i = 0; kept < b->live; i++) {
 		struct mlf_entry *e = &b->entries[i];
 
-		if (!e->owed)
+		if (!e->live)
 			continue;
 		e->slot = mlf_slot(b, e->folio);
 		b->hash[e->slot] = kept + 1;
@@ -116,11 +121,9 @@ static void mlf_batch_apply(struct mlf_batch *b)
 	for (i = 0; i < b->nr; i++) {
 		struct mlf_entry *e = &b->entries[i];
 
-		if (!e->owed)
+		if (!e->live)
 			continue;
 		if (folio_test_mlocked(e->folio)) {
-			for (; e->owed > 1; e->owed--)
-				mlf_kernel_mlock(e->folio);
 			mlf_kernel_mlock(e->folio);
 			applied++;
 		} else {
@@ -149,7 +152,7 @@ static void mlf_batch_prune(struct mlf_batch *b)
 	for (i = 0; i < b->nr; i++) {
 		struct mlf_entry *e = &b->entries[i];
 
-		if (e->owed && !folio_test_mlocked(e->folio)) {
+		if (e->live && !folio_test_mlocked(e->folio)) {
 			mlf_kill(b, e);
 			voided++;
 		}
@@ -178,57 +181,68 @@ void mlf_batch_put(struct mlf_batch *b, bool deferred)
 }
 
 /*
- * @folio owes @owed more kernel mlocks.  @fresh: the caller has just set
- * PG_mlocked, so whatever an old entry still owed was voided by an munlock
- * in between and must not be paid.
+ * @folio, which the caller has just mlocked for @owner at @addr, owes the
+ * kernel that mlock.  Returns false, queueing nothing, if the folio is off
+ * the LRU: whoever isolated it puts it back, and that culls it.
+ *
+ * The owner's count goes up before the LRU test: reclaim and migration take
+ * the folio off the LRU before they tell the notifier, so either we see it
+ * off the LRU here or the notifier sees the count and voids this entry.
  */
-void mlf_batch_push(struct mlf_batch *b, struct folio *folio,
-		    unsigned int owed, bool fresh)
+bool mlf_batch_push(struct mlf_batch *b, struct folio *folio,
+		    struct mlf_mm *owner, unsigned long addr)
 {
 	struct mlf_entry *e;
 	unsigned int i;
 
+	mlf_mm_pending_add(owner, 1);
+	smp_mb__after_atomic();	/* count, then LRU test: see above */
+	if (!folio_test_lru(folio)) {
+		mlf_mm_pending_add(owner, -1);
+		return false;
+	}
 	if (!b->live && b->nr)
 		mlf_reset(b);
 	i = mlf_slot(b, folio);
 	if (b->hash[i]) {
 		e = &b->entries[b->hash[i] - 1];
-		if (!e->owed) {
-			folio_get(folio);
-			b->live++;
+		/*
+		 * A live one was voided by an munlock since (the caller has
+		 * just set PG_mlocked): this lock replaces it.
+		 */
+		if (e->live)
+			mlf_kill(b, e);
+	} else {
+		if (b->nr >= READ_ONCE(mlf_batch_size)) {
+			mlf_batch_prune(b);
+			if (b->nr >= READ_ONCE(mlf_batch_size))
+				mlf_batch_apply(b);
+			i = mlf_slot(b, folio);
 		}
-		e->owed = fresh || !e->owed ? owed : e->owed + owed;
-		mlf_count(moves_queued, 1);
-		return;
-	}
-	if (b->nr >= READ_ONCE(mlf_batch_size)) {
-		mlf_batch_prune(b);
-		if (b->nr >= READ_ONCE(mlf_batch_size))
-			mlf_batch_apply(b);
-		i = mlf_slot(b, folio);
+		e = &b->entries[b->nr];
+		e->slot = i;
+		b->hash[i] = ++b->nr;
 	}
 	folio_get(folio);
-	b->entries[b->nr] = (struct mlf_entry){ folio, owed, i };
-	b->hash[i] = ++b->nr;
+	e->folio = folio;
+	e->owner = owner;
+	e->addr = addr;
+	e->live = true;
 	b->live++;
 	mlf_count(moves_queued, 1);
+	return true;
 }
 
-/*
- * Take back one mlock @folio owes.  Returns how many it still owes, or -1
- * when this batch has no entry for it.
- */
-int mlf_batch_cancel(struct mlf_batch *b, struct folio *folio)
+/* Take back the mlock @folio owes, if this batch queued one. */
+bool mlf_batch_cancel(struct mlf_batch *b, struct folio *folio)
 {
 	struct mlf_entry *e = mlf_find(b, folio);
 
-	if (!e || !e->owed)
-		return -1;
+	if (!e || !e->live)
+		return false;
 	mlf_count(moves_cancelled, 1);
-	if (e->owed > 1)
-		return --e->owed;
 	mlf_kill(b, e);
-	return 0;
+	return true;
 }
 
 static bool mlf_cpu_pending(int cpu)
@@ -237,9 +251,10 @@ static bool mlf_cpu_pending(int cpu)
 }
 
 /* mlf_batch_cancel() on the other CPUs' batches; call with none held. */
-int mlf_batch_cancel_remote(struct folio *folio)
+bool mlf_batch_cancel_remote(struct folio *folio)
 {
-	int cpu, self = raw_smp_processor_id(), left = -1;
+	int cpu, self = raw_smp_processor_id();
+	bool found = false;
 
 	for_each_possible_cpu(cpu) {
 		struct mlf_batch *b = mlf_batches[cpu];
@@ -247,12 +262,12 @@ int mlf_batch_cancel_remote(struct folio *folio)
 		if (cpu == self || !mlf_cpu_pending(cpu))
 			continue;
 		spin_lock(&b->lock);
-		left = mlf_batch_cancel(b, folio);
+		found = mlf_batch_cancel(b, folio);
 		spin_unlock(&b->lock);
-		if (left >= 0)
+		if (found)
 			break;
 	}
-	return left;
+	return found;
 }
 
 /* Does any CPU but this one hold entries? */
@@ -264,6 +279,37 @@ bool mlf_batch_remote_pending(void)
 		if (cpu != self && mlf_cpu_pending(cpu))
 			return true;
 	return false;
+}
+
+/*
+ * The kernel is about to unmap or replace @owner's pages in [start, end):
+ * the locks taken through them end there, so their moves must not be paid.
+ */
+void mlf_batch_void(struct mlf_mm *owner, unsigned long start,
+		    unsigned long end)
+{
+	unsigned int i, voided;
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		struct mlf_batch *b = mlf_batches[cpu];
+
+		if (!mlf_cpu_pending(cpu))
+			continue;
+		voided = 0;
+		spin_lock(&b->lock);
+		for (i = 0; i < b->nr; i++) {
+			struct mlf_entry *e = &b->entries[i];
+
+			if (e->live && e->owner == owner && e->addr < end &&
+			    e->addr + folio_size(e->folio) > start) {
+				mlf_kill(b, e);
+				voided++;
+			}
+		}
+		spin_unlock(&b->lock);
+		mlf_count(moves_cancelled, voided);
+	}
 }
 
 void mlf_batch_apply_local(void)
@@ -353,7 +399,10 @@ int mlf_batch_init(void)
 	return 0;
 }
 
-/* Unload: nothing may stay queued, so stop the timers, then apply all. */
+/*
+ * Unload: nothing may stay queued, so stop the timers and apply all; then
+ * the notifiers go (they look at the batches), then the batches.
+ */
 void mlf_batch_exit(void)
 {
 	int cpu;
@@ -362,5 +411,6 @@ void mlf_batch_exit(void)
 	for_each_possible_cpu(cpu)
 		cancel_delayed_work_sync(&mlf_batches[cpu]->work);
 	mlf_batch_apply_all();
+	mlf_mm_exit();
 	mlf_batch_free();
 }

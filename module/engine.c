@@ -36,6 +36,8 @@ struct mlf_ctx {
 	bool remote;		/* unlock: other CPUs held entries at the start */
 	bool queued;		/* lock: pushed moves on a batch */
 	int cpu;
+	struct mlf_mm **cache;	/* the file's cache of ... */
+	struct mlf_mm *owner;	/* ... current->mm's state (mm.c), when locking */
 	unsigned long pop_start, pop_end;	/* what populate must visit */
 	unsigned long pages;
 	struct zone *zone;	/* NR_MLOCK change not yet applied ... */
@@ -71,10 +73,12 @@ static void mlf_acct(struct mlf_ctx *c, struct folio *folio)
 	c->zone_pages += folio_nr_pages(folio);
 }
 
-static void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode, bool lock)
+static void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode, bool lock,
+			 struct mlf_mm **cache)
 {
 	*c = (struct mlf_ctx) {
 		.mode = mode, .lock = lock, .cpu = -1, .pop_start = ULONG_MAX,
+		.cache = cache,
 	};
 	/*
 	 * As mlock does before its walk: this CPU's pending LRU additions and
@@ -88,6 +92,15 @@ static void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode, bool lock)
 	 * exist before this call or not at all: look once, not per page.
 	 */
 	c->remote = !lock && mlf_batch_remote_pending();
+}
+
+/* Before a lock walks, with mmap_lock held: who owns the moves it queues. */
+static void mlf_ctx_owner(struct mlf_ctx *c)
+{
+	c->owner = mlf_mm_current(c->cache);
+	if (!c->owner)
+		/* Nothing could void a move left queued: pay before return. */
+		c->mode = MLF_EAGER;
 }
 
 static void mlf_need_populate(struct mlf_ctx *c, unsigned long start,
@@ -155,7 +168,7 @@ static struct mlf_batch *mlf_lock_again(struct mlf_ctx *c,
 }
 
 static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
-				      struct folio *folio)
+				      struct folio *folio, unsigned long addr)
 {
 	if (folio_test_unevictable(folio)) {
 		/* mlock_count is live: let the kernel raise it. */
@@ -168,20 +181,18 @@ static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
 		return b;
 	}
 	mlf_acct(c, folio);
-	if (!folio_test_lru(folio)) {
-		/* Whoever holds it puts it back, and that culls it. */
-		c->off_lru = true;
-		return b;
-	}
 	/*
 	 * Reclaim mode leaves the move to reclaim, but only where no other
 	 * VMA can lock the folio before reclaim meets it (that lock would be
 	 * counted and ours lost): a small anon folio mapped once.
 	 */
-	if (c->mode == MLF_RECLAIM && mlf_folio_private(folio))
+	if (c->mode == MLF_RECLAIM && mlf_folio_private(folio) &&
+	    folio_test_lru(folio))
 		return b;
-	mlf_batch_push(b, folio, 1, true);
-	c->queued = true;
+	if (mlf_batch_push(b, folio, c->owner, addr))
+		c->queued = true;
+	else
+		c->off_lru = true;	/* put back later, and culled then */
 	return b;
 }
 
@@ -205,18 +216,16 @@ static struct mlf_batch *mlf_unlock_one(struct mlf_ctx *c,
 					struct folio *folio)
 {
 	/* Is the lock we undo still owed as a queued move?  Cancel it. */
-	int owed = mlf_batch_cancel(b, folio);
+	bool queued = mlf_batch_cancel(b, folio);
 
-	if (owed < 0 && c->remote && folio_test_mlocked(folio) &&
+	if (!queued && c->remote && folio_test_mlocked(folio) &&
 	    !folio_test_unevictable(folio)) {
 		/* Queued on the CPU this task ran on before. */
 		mlf_batch_put(b, false);
-		owed = mlf_batch_cancel_remote(folio);
+		queued = mlf_batch_cancel_remote(folio);
 		b = mlf_batch_get();
 	}
-	if (owed > 0)
-		return b;	/* other locks of it are still owed */
-	if (owed == 0) {
+	if (queued) {
 		/* The lock undone was never paid to the kernel. */
 		if (!folio_test_unevictable(folio))
 			mlf_clear_mlocked(c, folio);
@@ -235,10 +244,10 @@ static struct mlf_batch *mlf_unlock_one(struct mlf_ctx *c,
 }
 
 static struct mlf_batch *mlf_folio_op(struct mlf_ctx *c, struct mlf_batch *b,
-				      struct folio *folio)
+				      struct folio *folio, unsigned long addr)
 {
 	if (c->lock)
-		return mlf_lock_one(c, b, folio);
+		return mlf_lock_one(c, b, folio, addr);
 	return mlf_unlock_one(c, b, folio);
 }
 
@@ -258,7 +267,7 @@ static int mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
 		mlf_need_populate(c, addr, end);
 	b = mlf_batch_get();
 	mlf_note_cpu(c);
-	b = mlf_folio_op(c, b, mlf_pmd_folio(val));
+	b = mlf_folio_op(c, b, mlf_pmd_folio(val), addr & HPAGE_PMD_MASK);
 	mlf_acct_flush(c);
 	mlf_batch_put(b, c->mode != MLF_EAGER);
 out:
@@ -305,13 +314,13 @@ static int mlf_pmd_entry(pmd_t *pmd, unsigned long addr, unsigned long end,
 		if (!folio)
 			continue;
 		if (likely(!folio_test_large(folio))) {
-			b = mlf_folio_op(c, b, folio);
+			b = mlf_folio_op(c, b, folio, addr);
 			continue;
 		}
 		step = mlf_pte_folio_step(folio, vma, pte, addr, start, end,
 					  c->lock, &act);
 		if (act)
-			b = mlf_folio_op(c, b, folio);
+			b = mlf_folio_op(c, b, folio, addr);
 		pte += step - 1;
 		addr += (step - 1) << PAGE_SHIFT;
 	}
@@ -453,6 +462,7 @@ static int mlf_lock_range(struct mlf_ctx *c, unsigned long start,
 		locked -= mlf_locked_pages_in(mm, start, len);
 	if (locked > lock_limit && !capable(CAP_IPC_LOCK))
 		return -ENOMEM;
+	mlf_ctx_owner(c);
 	ret = mlf_apply_range(mm, start, len, vmflags, &mlf_fixup_ops, c);
 	mlf_finish(c);
 	return ret;
@@ -476,8 +486,8 @@ static int mlf_check_lock(unsigned int flags, vm_flags_t *vmflags)
 	return 0;
 }
 
-static int mlf_do_lock(enum mlf_mode mode, unsigned long start,
-		       unsigned long len, unsigned int flags)
+static int mlf_do_lock(struct mlf_mm **cache, enum mlf_mode mode,
+		       unsigned long start, unsigned long len, unsigned int flags)
 {
 	struct mm_struct *mm = current->mm;
 	vm_flags_t vmflags;
@@ -488,7 +498,7 @@ static int mlf_do_lock(enum mlf_mode mode, unsigned long start,
 	if (ret)
 		return ret;
 	mlf_align(&start, &len);
-	mlf_ctx_init(&c, mode, true);
+	mlf_ctx_init(&c, mode, true, cache);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	ret = mlf_lock_range(&c, start, len, vmflags);
@@ -496,12 +506,12 @@ static int mlf_do_lock(enum mlf_mode mode, unsigned long start,
 	return ret ? ret : mlf_populate(&c, 0);
 }
 
-int mlf_lock(enum mlf_mode mode, unsigned long start, unsigned long len,
-	     unsigned int flags)
+int mlf_lock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
+	     unsigned long len, unsigned int flags)
 {
 	if (mode == MLF_LEGACY)
 		return mlf_legacy_lock(start, len, flags);
-	return mlf_do_lock(mode, start, len, flags);
+	return mlf_do_lock(cache, mode, start, len, flags);
 }
 
 static int mlf_unlock_range(struct mlf_ctx *c, unsigned long start,
@@ -525,7 +535,7 @@ int mlf_unlock(enum mlf_mode mode, unsigned long start, unsigned long len)
 	if (mode == MLF_LEGACY)
 		return mlf_legacy_unlock(start, len);
 	mlf_align(&start, &len);
-	mlf_ctx_init(&c, mode, false);
+	mlf_ctx_init(&c, mode, false, NULL);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	ret = mlf_unlock_range(&c, start, len);
@@ -538,9 +548,9 @@ int mlf_unlock(enum mlf_mode mode, unsigned long start, unsigned long len)
  * but the mmap_lock is kept from one range to the next unless a populate
  * (which takes it for reading itself) must run in between.
  */
-int mlf_lockv(enum mlf_mode mode, const struct mlockfast_iovec __user *iov,
-	      unsigned int count, unsigned int flags, bool lock,
-	      unsigned int *done)
+int mlf_lockv(struct mlf_mm **cache, enum mlf_mode mode,
+	      const struct mlockfast_iovec __user *iov, unsigned int count,
+	      unsigned int flags, bool lock, unsigned int *done)
 {
 	struct mm_struct *mm = current->mm;
 	struct mlockfast_iovec *vec;
@@ -580,7 +590,7 @@ int mlf_lockv(enum mlf_mode mode, const struct mlockfast_iovec __user *iov,
 			continue;
 		}
 		mlf_align(&start, &len);
-		mlf_ctx_init(&c, mode, lock);
+		mlf_ctx_init(&c, mode, lock, cache);
 		if (!held && mmap_write_lock_killable(mm)) {
 			ret = -EINTR;
 			break;
@@ -612,7 +622,7 @@ int mlf_lockv(enum mlf_mode mode, const struct mlockfast_iovec __user *iov,
 static int mlf_legacy_lockall(unsigned int flags);
 
 /* apply_mlockall_flags(), then populate as mlockall(MCL_CURRENT) does. */
-int mlf_lockall(enum mlf_mode mode, unsigned int flags)
+int mlf_lockall(struct mlf_mm **cache, enum mlf_mode mode, unsigned int flags)
 {
 	struct mm_struct *mm = current->mm;
 	unsigned long lock_limit;
@@ -628,7 +638,7 @@ int mlf_lockall(enum mlf_mode mode, unsigned int flags)
 	if (mode == MLF_LEGACY)
 		return mlf_legacy_lockall(flags);
 	lock_limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	mlf_ctx_init(&c, mode, true);
+	mlf_ctx_init(&c, mode, true, cache);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	ret = -ENOMEM;
@@ -641,6 +651,7 @@ int mlf_lockall(enum mlf_mode mode, unsigned int flags)
 				mm->def_flags |= VM_LOCKONFAULT;
 		}
 		if (flags & MCL_CURRENT) {
+			mlf_ctx_owner(&c);
 			to_add = VM_LOCKED;
 			if (flags & MCL_ONFAULT)
 				to_add |= VM_LOCKONFAULT;
@@ -665,7 +676,7 @@ int mlf_unlockall(enum mlf_mode mode)
 
 		return mlf_call(sys_munlockall)(&regs);
 	}
-	mlf_ctx_init(&c, mode, false);
+	mlf_ctx_init(&c, mode, false, NULL);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	mm->def_flags &= MLF_VM_LOCKED_CLEAR_MASK;

@@ -10,6 +10,7 @@
 #include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/sched.h>
+#include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <generated/utsrelease.h>
 #include "compat.h"
@@ -163,7 +164,7 @@ static long mlf_ioc_info(void __user *uarg)
 	return copy_to_user(uarg, &info, sizeof(info)) ? -EFAULT : 0;
 }
 
-static long mlf_ioc_range(void __user *uarg, bool lock)
+static long mlf_ioc_range(struct mlf_file *f, void __user *uarg, bool lock)
 {
 	struct mlockfast_range r;
 	int mode, ret;
@@ -179,13 +180,13 @@ static long mlf_ioc_range(void __user *uarg, bool lock)
 	mlf_count_call(mode);
 	r.flags &= ~MLOCKFAST_MODE_MASK;
 	if (lock)
-		return mlf_lock(mode, r.addr, r.len, r.flags);
+		return mlf_lock(&f->mm, mode, r.addr, r.len, r.flags);
 	if (r.flags)
 		return -EINVAL;
 	return mlf_unlock(mode, r.addr, r.len);
 }
 
-static long mlf_ioc_vec(void __user *uarg, bool lock)
+static long mlf_ioc_vec(struct mlf_file *f, void __user *uarg, bool lock)
 {
 	struct mlockfast_vec v;
 	unsigned int done = 0;
@@ -205,14 +206,14 @@ static long mlf_ioc_vec(void __user *uarg, bool lock)
 	if (!lock && v.flags)
 		return -EINVAL;
 	mlf_count_call(mode);
-	ret = mlf_lockv(mode, u64_to_user_ptr(v.iov), v.count, v.flags, lock,
-			&done);
+	ret = mlf_lockv(&f->mm, mode, u64_to_user_ptr(v.iov), v.count, v.flags,
+			lock, &done);
 	if (put_user(done, &((struct mlockfast_vec __user *)uarg)->done))
 		return -EFAULT;
 	return ret;
 }
 
-static long mlf_ioc_lockall(void __user *uarg)
+static long mlf_ioc_lockall(struct mlf_file *f, void __user *uarg)
 {
 	struct mlockfast_all a;
 	int mode, ret;
@@ -226,7 +227,7 @@ static long mlf_ioc_lockall(void __user *uarg)
 	if (mode < 0)
 		return mode;
 	mlf_count_call(mode);
-	return mlf_lockall(mode, a.flags & ~MLOCKFAST_MODE_MASK);
+	return mlf_lockall(&f->mm, mode, a.flags & ~MLOCKFAST_MODE_MASK);
 }
 
 static long mlf_ioc_stats(void __user *uarg)
@@ -237,30 +238,31 @@ static long mlf_ioc_stats(void __user *uarg)
 	return copy_to_user(uarg, &s, sizeof(s)) ? -EFAULT : 0;
 }
 
-static long mlf_dispatch(unsigned int cmd, void __user *uarg)
+static long mlf_dispatch(struct mlf_file *f, unsigned int cmd,
+			 void __user *uarg)
 {
 	switch (cmd) {
 	case MLOCKFAST_IOC_INFO:
 		return mlf_ioc_info(uarg);
 	case MLOCKFAST_IOC_LOCK:
 		mlf_count(calls_lock, 1);
-		return mlf_ioc_range(uarg, true);
+		return mlf_ioc_range(f, uarg, true);
 	case MLOCKFAST_IOC_UNLOCK:
 		mlf_count(calls_unlock, 1);
-		return mlf_ioc_range(uarg, false);
+		return mlf_ioc_range(f, uarg, false);
 	case MLOCKFAST_IOC_LOCKALL:
 		mlf_count(calls_lockall, 1);
-		return mlf_ioc_lockall(uarg);
+		return mlf_ioc_lockall(f, uarg);
 	case MLOCKFAST_IOC_UNLOCKALL:
 		mlf_count(calls_unlockall, 1);
 		mlf_count_call(READ_ONCE(mlf_default_mode));
 		return mlf_unlockall(READ_ONCE(mlf_default_mode));
 	case MLOCKFAST_IOC_LOCKV:
 		mlf_count(calls_lockv, 1);
-		return mlf_ioc_vec(uarg, true);
+		return mlf_ioc_vec(f, uarg, true);
 	case MLOCKFAST_IOC_UNLOCKV:
 		mlf_count(calls_unlockv, 1);
-		return mlf_ioc_vec(uarg, false);
+		return mlf_ioc_vec(f, uarg, false);
 	case MLOCKFAST_IOC_DRAIN:
 		mlf_count(calls_drain, 1);
 		mlf_batch_apply_all();
@@ -278,14 +280,35 @@ static long mlf_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	/* A kernel thread, or a task past exit_mm(), has nothing to lock. */
 	if (!current->mm || (current->flags & PF_KTHREAD))
 		return -EINVAL;
-	ret = mlf_dispatch(cmd, (void __user *)arg);
+	ret = mlf_dispatch(file->private_data, cmd, (void __user *)arg);
 	if (ret && ret != -ENOTTY)
 		mlf_count(errors, 1);
 	return ret;
 }
 
+static int mlf_open(struct inode *inode, struct file *file)
+{
+	struct mlf_file *f = kzalloc(sizeof(*f), GFP_KERNEL);
+
+	if (!f)
+		return -ENOMEM;
+	file->private_data = f;
+	return 0;
+}
+
+static int mlf_release(struct inode *inode, struct file *file)
+{
+	struct mlf_file *f = file->private_data;
+
+	mlf_mm_uncache(f->mm);
+	kfree(f);
+	return 0;
+}
+
 static const struct file_operations mlf_fops = {
 	.owner = THIS_MODULE,
+	.open = mlf_open,
+	.release = mlf_release,
 	.unlocked_ioctl = mlf_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
 	.llseek = noop_llseek,

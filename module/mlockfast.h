@@ -39,14 +39,17 @@ extern unsigned int mlf_batch_size;
 extern unsigned int mlf_defer_ms;
 
 /* engine.c: the system calls' semantics, current->mm only. */
-int mlf_lock(enum mlf_mode mode, unsigned long start, unsigned long len,
-	     unsigned int flags);
+struct mlf_mm;
+
+/* @cache: the file's cache of current->mm's state (see mm.c). */
+int mlf_lock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
+	     unsigned long len, unsigned int flags);
 int mlf_unlock(enum mlf_mode mode, unsigned long start, unsigned long len);
-int mlf_lockall(enum mlf_mode mode, unsigned int flags);
+int mlf_lockall(struct mlf_mm **cache, enum mlf_mode mode, unsigned int flags);
 int mlf_unlockall(enum mlf_mode mode);
-int mlf_lockv(enum mlf_mode mode, const struct mlockfast_iovec __user *iov,
-	      unsigned int count, unsigned int flags, bool lock,
-	      unsigned int *done);
+int mlf_lockv(struct mlf_mm **cache, enum mlf_mode mode,
+	      const struct mlockfast_iovec __user *iov, unsigned int count,
+	      unsigned int flags, bool lock, unsigned int *done);
 
 /* batch.c: per-CPU batches of moves to the unevictable LRU. */
 #define MLF_BATCH_MAX	1024	/* at most 65535: indexes are u16 */
@@ -58,13 +61,25 @@ void mlf_batch_exit(void);
 /* get/put bracket pushes: this CPU's batch, locked, preemption off. */
 struct mlf_batch *mlf_batch_get(void);
 void mlf_batch_put(struct mlf_batch *b, bool deferred);
-void mlf_batch_push(struct mlf_batch *b, struct folio *folio,
-		    unsigned int owed, bool fresh);
-int mlf_batch_cancel(struct mlf_batch *b, struct folio *folio);
+bool mlf_batch_push(struct mlf_batch *b, struct folio *folio,
+		    struct mlf_mm *owner, unsigned long addr);
+bool mlf_batch_cancel(struct mlf_batch *b, struct folio *folio);
 /* The remote calls take other CPUs' batch locks: hold none yourself. */
-int mlf_batch_cancel_remote(struct folio *folio);
+bool mlf_batch_cancel_remote(struct folio *folio);
+void mlf_batch_void(struct mlf_mm *owner, unsigned long start,
+		    unsigned long end);
 bool mlf_batch_remote_pending(void);
 void mlf_batch_apply_local(void);
 void mlf_batch_apply_all(void);
+
+/* mm.c: per-mm state, whose notifier voids moves of unmapped pages. */
+struct mlf_file {
+	struct mlf_mm *mm;	/* the first mm to lock through this file */
+};
+
+struct mlf_mm *mlf_mm_current(struct mlf_mm **cache);
+void mlf_mm_uncache(struct mlf_mm *m);
+void mlf_mm_pending_add(struct mlf_mm *m, int n);
+void mlf_mm_exit(void);
 
 #endif /* MLOCKFAST_H */

@@ -3,17 +3,23 @@
  * Seeded random sequences on a small window of fixed addresses: mmap (anon
  * private and shared, memfd, a tmpfs file), munmap, mprotect, mremap,
  * madvise, fork, touching pages, and the lock calls.  Two processes forked
- * from one parent run them in lock-step: A through the system calls, B
- * through the ioctls (the mode changes from op to op, and B moves between
- * CPUs so that deferred batches are met from elsewhere).  After every op
- * the return values and the window's observable state must be equal; when
+ * from one parent run the same list side by side: A through the system
+ * calls, B through the ioctls (the mode changes from op to op, and B moves
+ * between CPUs so that deferred batches are met from elsewhere).  After
+ * every op both report their return values and the window's observable
+ * state, and the parent compares them op by op: they must be equal.  When
  * both have exited and everything is drained, Mlocked and Unevictable must
  * be back where they started.
  *
  * On a failure the seed, the op, both states, the shortest failing prefix
  * and a reduced op list are printed.  MLF_SEED (or --seed=N) fixes the
- * base seed, MLF_OPS (or --ops=N) the number of ops per test, MLF_VERBOSE=1
- * prints every op, MLF_MINIMIZE_S bounds the reduction (seconds, 0: none).
+ * base seed, MLF_OPS (or --ops=N) the number of ops per test, MLF_KEEP=i,j,..
+ * runs only those ops of the sequence (a reduced list), MLF_VERBOSE=1 (2)
+ * prints every op and A's (and B's) state, MLF_MINIMIZE_S bounds the
+ * reduction (seconds, 0: none), MLF_PROFILE=1 times each kind of op, and
+ * MLF_INJECT=k fakes a difference at op k to show the report.
+ *
+ * The fixed_* tests are sequences the random runs found, kept as they are.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -86,8 +92,8 @@ struct op {
 	int idx;		/* index in the generated sequence */
 	int type;
 	struct range r;
-	unsigned int flags;	/* mmap extra flags, mlock2/mlockall flags,
-				 * mremap flags, madvise advice, touch write */
+	/* mmap extra flags, mlock2/mlockall/mremap flags, advice, write */
+	unsigned int flags;
 	unsigned int mode;	/* MLOCKFAST_MODE_* for B */
 	int prot, kind, fpage;
 	int t, tn;		/* mremap target page and new size */
@@ -104,6 +110,8 @@ struct cfg {
 	int wpages;
 	unsigned long memlock;	/* 0: unlimited (CAP_IPC_LOCK) */
 	int inject;		/* op index where B fakes a difference, or -1 */
+	int selfcheck;		/* the injection is the test (no shrinking) */
+	int light;		/* state after the last op only (shrinking) */
 };
 
 static int verbose;
@@ -342,7 +350,7 @@ static void op_str(const struct op *o, char *mem, size_t cap)
 	struct seq_buf b;
 
 	sb_init(&b, mem, cap);
-	sb_printf(&b, "#%d %s(", o->idx, op_names[o->type]);
+	sb_printf(&b, "#%d [B cpu slot %d] %s(", o->idx, o->bslot, op_names[o->type]);
 	switch (o->type) {
 	case OP_MMAP:
 		sb_printf(&b, "W%+dp, %dp, %s, %s off %dp%s%s)", o->r.a, o->r.n,
@@ -399,7 +407,7 @@ static void op_str(const struct op *o, char *mem, size_t cap)
 		sb_printf(&b, ")");
 		return;
 	}
-	sb_printf(&b, ") B: %s, cpu slot %d%s", mode_name(o->mode), o->bslot,
+	sb_printf(&b, ") B: %s%s", mode_name(o->mode),
 		  o->use_mlock && o->type == OP_LOCK && !o->flags ? ", A: mlock" : "");
 }
 
@@ -536,12 +544,11 @@ static void do_touch(const struct op *o, struct seq_buf *out)
 	sb_printf(out, "touch %s\n", res);
 }
 
-static void do_fork(int role, const struct op *o, struct seq_buf *out)
+static void do_fork(const struct op *o, struct seq_buf *out)
 {
 	int st = 0, pfd[2];
 	pid_t pid;
 
-	(void)role;
 	if (o->type == OP_FORK) {
 		pid = fork();
 		if (pid == 0)
@@ -568,10 +575,15 @@ static void do_fork(int role, const struct op *o, struct seq_buf *out)
 		_exit(0);
 	}
 	close(pfd[0]);
+	if (pid < 0) {
+		close(pfd[1]);
+		sb_printf(out, "fork_hold failed\n");
+		return;
+	}
 	held[nheld].pid = pid;
 	held[nheld].fd = pfd[1];
 	nheld++;
-	sb_printf(out, "fork_hold %s\n", pid > 0 ? "ok" : "failed");
+	sb_printf(out, "fork_hold ok\n");
 }
 
 static void release_one(struct seq_buf *out)
@@ -589,8 +601,8 @@ static void release_one(struct seq_buf *out)
 	sb_printf(out, "release status %#x\n", st);
 }
 
-static void do_op(int role, const struct cfg *c, const struct op *o, int memfd,
-		  int filefd, struct seq_buf *out)
+static void do_op(int role, const struct op *o, int memfd, int filefd,
+		  struct seq_buf *out)
 {
 	unsigned long addr = range_addr(&o->r);
 	size_t len = (size_t)o->r.n * PAGE;
@@ -659,7 +671,7 @@ static void do_op(int role, const struct cfg *c, const struct op *o, int memfd,
 		return;
 	case OP_FORK:
 	case OP_FORK_HOLD:
-		do_fork(role, o, out);
+		do_fork(o, out);
 		return;
 	case OP_RELEASE:
 		release_one(out);
@@ -681,7 +693,6 @@ static void do_op(int role, const struct cfg *c, const struct op *o, int memfd,
 		return;
 	}
 	}
-	(void)c;
 }
 
 static int read_full(int fd, void *buf, size_t len)
@@ -772,17 +783,21 @@ child_main(const struct cfg *c, int role, const struct op *ops, int n, int wfd)
 		if (role == ROLE_B && seq_pin(b_cpu(o->bslot)))
 			_exit(78);
 		sb_init(&out, reply_mem + sizeof(len), sizeof(reply_mem) - sizeof(len));
-		do_op(role, c, o, memfd, filefd, &out);
+		do_op(role, o, memfd, filefd, &out);
 		if (role == ROLE_B && o->idx == c->inject)
 			sb_printf(&out, "injected difference\n");
-		/* Leave no kernel batch pending: PG_mlocked is read next. */
+		/*
+		 * Leave no kernel batch pending: PG_mlocked is read next (and a
+		 * light run must leave the kernel as a full one would).
+		 */
 		moved = seq_local_drain(scratch, scratch == SCRATCH1 ? SCRATCH2 :
 					SCRATCH1);
 		if (moved == MAP_FAILED)
 			sb_printf(&out, "local drain failed: %s\n", strerror(errno));
 		else
 			scratch = moved;
-		seq_window_state(&out, lo, hi, smaps_mem, sizeof(smaps_mem), 1);
+		if (!c->light || i == n - 1)
+			seq_window_state(&out, lo, hi, smaps_mem, sizeof(smaps_mem), 1);
 		if (out.overflow)
 			_exit(77);
 		len = out.len;
@@ -831,16 +846,21 @@ static void first_diff(const char *a, const char *b, int *line,
 	*lb = sb;
 }
 
-static void print_state(const char *who, const char *s)
+/* Lines [from, to] of a state (1-based), or all of it if @to is 0. */
+static void print_state_lines(const char *who, const char *s, int from, int to)
 {
-	int lines = 0;
-
-	while (*s && lines++ < 120) {
+	for (int line = 1; *s && (!to || line <= to); line++) {
 		int n = (int)strcspn(s, "\n");
 
-		fprintf(stderr, "#   %s| %.*s\n", who, n, s);
+		if (line >= from)
+			fprintf(stderr, "#   %s|%4d %.*s\n", who, line, n, s);
 		s += n + (s[n] == '\n');
 	}
+}
+
+static void print_state(const char *who, const char *s)
+{
+	print_state_lines(who, s, 1, 0);
 }
 
 static int get_reply(int fd, char *buf)
@@ -939,6 +959,8 @@ static void run_ops(const struct cfg *c, const struct op *ops, int n,
 			op_str(&ops[i], opbuf, sizeof(opbuf));
 			fprintf(stderr, "# %s\n", opbuf);
 			print_state("A", reply_a);
+			if (verbose > 1)
+				print_state("B", reply_b);
 		}
 		if (!strcmp(reply_a, reply_b))
 			continue;
@@ -956,17 +978,26 @@ static void run_ops(const struct cfg *c, const struct op *ops, int n,
 			fprintf(stderr, "# first difference, line %d:\n#   syscall: %.*s\n#   ioctl:   %.*s\n",
 				line, (int)strcspn(la, "\n"), la,
 				(int)strcspn(lb, "\n"), lb);
-			fprintf(stderr, "# state after the op, A (syscall) and B (ioctl):\n");
-			print_state("A", reply_a);
-			print_state("B", reply_b);
+			/* Around the difference; all of it with MLF_VERBOSE. */
+			fprintf(stderr, "# state after the op, A (syscall) and B (ioctl)%s:\n",
+				verbose ? "" : ", lines around the difference");
+			print_state_lines("A", reply_a, verbose ? 1 : line - 8,
+					  verbose ? 0 : line + 4);
+			print_state_lines("B", reply_b, verbose ? 1 : line - 8,
+					  verbose ? 0 : line + 4);
 		}
 		break;
 	}
 	close(a_out[0]);
 	close(b_out[0]);
 	reap_all(pa, pb, &st_a, &st_b, stop);
-	if (!stop && (!WIFEXITED(st_a) || WEXITSTATUS(st_a) ||
-		      !WIFEXITED(st_b) || WEXITSTATUS(st_b))) {
+	if (res->crashed) {
+		/* Exit codes 76-99 are child_main()'s and the helpers' _exit()s. */
+		snprintf(res->why, sizeof(res->why),
+			 "a process died at op %d: status A %#x, B %#x",
+			 res->fail_at, st_a, st_b);
+	} else if (!stop && (!WIFEXITED(st_a) || WEXITSTATUS(st_a) ||
+			     !WIFEXITED(st_b) || WEXITSTATUS(st_b))) {
 		snprintf(res->why, sizeof(res->why),
 			 "child status: A %#x, B %#x", st_a, st_b);
 		res->crashed = 1;
@@ -999,29 +1030,11 @@ static long env_long(const char *name, long dflt)
 /* The base seed, fixed in main() so every test of one run shares it. */
 static uint64_t base_seed;
 
-/*
- * A failure: confirm it, find the shortest failing prefix by bisection, then
- * cut ops out of it (halves, quarters, ... single ops) while it still fails,
- * within MLF_MINIMIZE_S seconds, and print what is left.
- */
-static void shrink(const struct cfg *c, struct op *ops, int n,
-		   const struct result *first)
+/* Bisect [lo, hi): lo ops pass, hi ops fail; the least failing count. */
+static int bisect(const struct cfg *c, const struct op *ops, int lo, int hi)
 {
-	int lo = 0, hi = first->fail_at >= 0 ? first->fail_at + 1 : n, len;
-	double budget = env_long("MLF_MINIMIZE_S", 120), t0 = seq_now();
-	struct op *trial = calloc(n, sizeof(*trial));
 	struct result r;
 
-	if (!trial)
-		return;
-	run_ops(c, ops, hi, &r, 0);
-	if (!failed(&r)) {
-		fprintf(stderr, "# the first %d ops alone did not fail again: not reproducible\n",
-			hi);
-		free(trial);
-		return;
-	}
-	/* Failing prefixes: hi; passing: lo (no ops always passes). */
 	while (hi - lo > 1) {
 		int mid = lo + (hi - lo) / 2;
 
@@ -1031,20 +1044,60 @@ static void shrink(const struct cfg *c, struct op *ops, int n,
 		else
 			lo = mid;
 	}
+	return hi;
+}
+
+/*
+ * A failure: find the shortest failing prefix, then cut ops out of it
+ * (halves, quarters, ... single ops) while it still fails, for at most
+ * MLF_MINIMIZE_S seconds, and print what is left.  Every op is compared,
+ * so a mismatch at op k makes k + 1 the shortest prefix unless the first k
+ * ops already fail the end-of-run check: two runs tell, and only then, or
+ * for a failure seen at the end alone, is the count bisected.  The
+ * reduction's trials compare results after every op but the state after
+ * the last one only, which makes them several times faster.
+ */
+static void shrink(const struct cfg *c, struct op *ops, int n,
+		   const struct result *first)
+{
+	double budget = env_long("MLF_MINIMIZE_S", 60), t0;
+	struct cfg lc = *c;
+	int hi = n, len;
+	struct op *trial = calloc(n, sizeof(*trial));
+	struct result r;
+
+	if (!trial)
+		return;
+	lc.light = 1;
+	if (first->fail_at >= 0) {
+		hi = first->fail_at + 1;
+		run_ops(c, ops, hi, &r, 0);
+		if (!failed(&r)) {
+			fprintf(stderr, "# the first %d ops alone did not fail again: not reproducible\n",
+				hi);
+			free(trial);
+			return;
+		}
+		run_ops(c, ops, hi - 1, &r, 0);
+		if (failed(&r))
+			hi = bisect(&lc, ops, 0, hi - 1);
+	} else {
+		hi = bisect(&lc, ops, 0, n);
+	}
 	fprintf(stderr, "# shortest failing prefix: %d ops (reproduce: MLF_SEED=%" PRIu64 " MLF_OPS=%d mlockfast_random_test -t %s)\n",
 		hi, base_seed, hi, c->name);
-	run_ops(c, ops, hi, &r, 1);
 
 	/* Reduce: drop chunks while the sequence still fails. */
 	len = hi;
-	for (int chunk = len / 2; chunk >= 1 && budget > 0; chunk /= 2) {
+	t0 = seq_now();
+	for (int chunk = len / 2; chunk >= 1 && seq_now() - t0 < budget; chunk /= 2) {
 		for (int s = 0; s + chunk <= len && seq_now() - t0 < budget; ) {
 			int m = 0;
 
 			for (int i = 0; i < len; i++)
 				if (i < s || i >= s + chunk)
 					trial[m++] = ops[i];
-			run_ops(c, trial, m, &r, 0);
+			run_ops(&lc, trial, m, &r, 0);
 			if (failed(&r)) {
 				memcpy(ops, trial, m * sizeof(*ops));
 				len = m;
@@ -1053,14 +1106,20 @@ static void shrink(const struct cfg *c, struct op *ops, int n,
 			}
 		}
 	}
-	fprintf(stderr, "# reduced to %d ops (in %.0f s), which still fail:\n", len,
-		seq_now() - t0);
+	fprintf(stderr, "# reduced to %d ops in %.0f s (MLF_MINIMIZE_S=%.0f):\n", len,
+		seq_now() - t0, budget);
 	for (int i = 0; i < len; i++) {
 		op_str(&ops[i], opbuf, sizeof(opbuf));
 		fprintf(stderr, "#   %s\n", opbuf);
 	}
+	fprintf(stderr, "# reproduce: MLF_SEED=%" PRIu64 " MLF_OPS=%d MLF_KEEP=", base_seed,
+		ops[len - 1].idx + 1);
+	for (int i = 0; i < len; i++)
+		fprintf(stderr, "%d%s", ops[i].idx, i + 1 < len ? "," : "");
+	fprintf(stderr, " MLF_VERBOSE=1 mlockfast_random_test -t %s\n", c->name);
 	run_ops(c, ops, len, &r, 1);
-	fprintf(stderr, "# reduced sequence: %s\n", failed(&r) ? r.why : "passed this time");
+	fprintf(stderr, "# the reduced sequence, every state compared: %s\n",
+		failed(&r) ? r.why : "passed this time");
 	free(trial);
 }
 
@@ -1074,10 +1133,14 @@ static void random_run(struct __test_metadata *_metadata, struct cfg *c,
 	ASSERT_LE(0, mlf_fd());
 	c->seed = seq_mix(base_seed, salt);
 	/* The self-check keeps its length: its difference is at a fixed op. */
-	if (c->inject < 0)
+	if (c->inject < 0) {
 		c->nops = (int)env_long("MLF_OPS", c->nops);
+		/* By hand: fake a difference at that op to see the report. */
+		c->inject = (int)env_long("MLF_INJECT", -1);
+		c->selfcheck = 0;
+	}
 	ASSERT_GT(c->nops, 0);
-	verbose = env_long("MLF_VERBOSE", 0) > 0;
+	verbose = (int)env_long("MLF_VERBOSE", 0);
 	profile = env_long("MLF_PROFILE", 0) > 0;
 	fprintf(stderr, "# %s: MLF_SEED=%" PRIu64 " (test seed %" PRIu64 "), %d ops, window %d pages%s, %d CPUs\n",
 		c->name, base_seed, c->seed, c->nops, c->wpages,
@@ -1086,6 +1149,22 @@ static void random_run(struct __test_metadata *_metadata, struct cfg *c,
 	ops = calloc(c->nops, sizeof(*ops));
 	ASSERT_NE(NULL, ops);
 	gen_ops(c, ops, c->nops);
+	/* MLF_KEEP=i,j,...: only those ops of the sequence (a reduced one). */
+	if (getenv("MLF_KEEP") && c->inject < 0) {
+		const char *k = getenv("MLF_KEEP");
+		int m = 0;
+
+		while (*k) {
+			char *end;
+			long idx = strtol(k, &end, 10);
+
+			ASSERT_NE(k, end) TH_LOG("MLF_KEEP: bad list");
+			ASSERT_GT(c->nops, idx) TH_LOG("MLF_KEEP: op %ld > MLF_OPS", idx);
+			ops[m++] = ops[idx];
+			k = *end == ',' ? end + 1 : end;
+		}
+		c->nops = m;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
 	t0 = seq_now();
@@ -1097,7 +1176,7 @@ static void random_run(struct __test_metadata *_metadata, struct cfg *c,
 		fprintf(stderr, "#   %-10s %5d ops %7.3f s %6.2f ms/op\n", op_names[t],
 			prof_count[t], prof_time[t],
 			prof_count[t] ? prof_time[t] * 1e3 / prof_count[t] : 0);
-	if (c->inject >= 0) {
+	if (c->selfcheck) {
 		/* The self-check: the fake difference must be found, exactly. */
 		EXPECT_EQ(c->inject, res.fail_at);
 		EXPECT_FALSE(res.crashed);
@@ -1113,29 +1192,52 @@ static void random_run(struct __test_metadata *_metadata, struct cfg *c,
 	free(ops);
 }
 
+#define DEFER_MS	"/sys/module/mlockfast/parameters/defer_ms"
+
+static int write_long(const char *path, long v)
+{
+	char buf[32];
+	int fd = open(path, O_WRONLY), n, ok;
+
+	if (fd < 0)
+		return -1;
+	n = snprintf(buf, sizeof(buf), "%ld", v);
+	ok = write(fd, buf, n) == n;
+	close(fd);
+	return ok ? 0 : -1;
+}
+
 FIXTURE(random) {
-	int unused;
+	long defer_ms;
 };
 
 FIXTURE_SETUP(random)
 {
+	self->defer_ms = read_long(DEFER_MS);
+	ASSERT_LE(0, self->defer_ms);
 }
 
 FIXTURE_TEARDOWN(random)
 {
+	if (read_long(DEFER_MS) != self->defer_ms)
+		EXPECT_EQ(0, write_long(DEFER_MS, self->defer_ms));
 }
 
 /* 10,500 ops in all, in four differently shaped runs. */
 TEST_F_TIMEOUT(random, mixed_a, 900)
 {
-	struct cfg c = { "mixed_a", 0, 3000, 64, 0, -1 };
+	struct cfg c = {
+		.name = "mixed_a", .nops = 3000, .wpages = 64, .inject = -1,
+	};
 
 	random_run(_metadata, &c, 1);
 }
 
 TEST_F_TIMEOUT(random, mixed_b, 900)
 {
-	struct cfg c = { "mixed_b", 0, 3000, 64, 0, -1 };
+	struct cfg c = {
+		.name = "mixed_b", .nops = 3000, .wpages = 64, .inject = -1,
+	};
 
 	random_run(_metadata, &c, 2);
 }
@@ -1143,7 +1245,9 @@ TEST_F_TIMEOUT(random, mixed_b, 900)
 /* Few pages: ranges overlap all the time, VMAs split and merge. */
 TEST_F_TIMEOUT(random, dense, 900)
 {
-	struct cfg c = { "dense", 0, 2000, 16, 0, -1 };
+	struct cfg c = {
+		.name = "dense", .nops = 2000, .wpages = 16, .inject = -1,
+	};
 
 	random_run(_metadata, &c, 3);
 }
@@ -1151,15 +1255,145 @@ TEST_F_TIMEOUT(random, dense, 900)
 /* The rlimit paths: RLIMIT_MEMLOCK of 24 pages and no CAP_IPC_LOCK. */
 TEST_F_TIMEOUT(random, rlimit, 900)
 {
-	struct cfg c = { "rlimit", 0, 2500, 64, 24 * PAGE, -1 };
+	struct cfg c = {
+		.name = "rlimit", .nops = 2500, .wpages = 64,
+		.memlock = 24 * PAGE, .inject = -1,
+	};
 
 	random_run(_metadata, &c, 4);
+}
+
+/*
+ * Found by the random runs, kept as fixed sequences: a deferred lock's
+ * queued moves, voided when munmap (here: a MAP_FIXED mmap over the range)
+ * munlocks the pages, must not be taken for a live lock once the kernel
+ * mlocks the same pages again for another VMA (MCL_FUTURE): neither paid
+ * by a later DRAIN nor cancelled by a later unlock in place of the
+ * kernel's own lock.  Either leaves the pages mlocked after munlockall.
+ */
+static void fixed_run(struct __test_metadata *_metadata, const char *name,
+		      const struct op *ops, int n, int wpages)
+{
+	struct cfg c = {
+		.name = name, .nops = n, .wpages = wpages, .inject = -1,
+	};
+	struct op *o = calloc(n, sizeof(*o));
+	struct result res;
+
+	ASSERT_NE(NULL, o);
+	ASSERT_LE(0, mlf_fd());
+	/*
+	 * Queued moves are applied by the DRAIN ops only, not by a timer that
+	 * may or may not fire in between (the fixture restores defer_ms).
+	 */
+	ASSERT_EQ(0, write_long(DEFER_MS, 100000));
+	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
+	signal(SIGPIPE, SIG_IGN);
+	verbose = (int)env_long("MLF_VERBOSE", 0);
+	for (int i = 0; i < n; i++) {
+		o[i] = ops[i];
+		o[i].idx = i;
+	}
+	run_ops(&c, o, n, &res, 1);
+	EXPECT_EQ(-1, res.fail_at) TH_LOG("%s", res.why);
+	EXPECT_FALSE(res.crashed) TH_LOG("%s", res.why);
+	EXPECT_FALSE(res.leak);
+	free(o);
+}
+
+#define OP(t, ...)	{ .type = (t), __VA_ARGS__ }
+#define RNG(first, pages)	.r = { .a = (first), .n = (pages) }
+
+/* B stays on the CPU it started on: the file's pages are on the LRU there. */
+#define OPB(t, ...)	{ .type = (t), .bslot = 1, __VA_ARGS__ }
+
+/*
+ * Pages 2-5 of the file: locked (queued), unmapped, mapped again locked
+ * (MCL_FUTURE, set first: an eager LOCKALL applies the batch itself).
+ */
+static const struct op stale_then_unlock[] = {
+	OPB(OP_MMAP, RNG(0, 8), .kind = K_FILE_SHARED, .prot = PROT_READ | PROT_WRITE),
+	OPB(OP_TOUCH, RNG(0, 8)),
+	OPB(OP_LOCKALL, .flags = MCL_FUTURE, .mode = MLOCKFAST_MODE_EAGER),
+	OPB(OP_LOCK, RNG(2, 4), .mode = MLOCKFAST_MODE_DEFERRED),
+	OPB(OP_MUNMAP, RNG(2, 4)),
+	OPB(OP_MMAP, RNG(8, 4), .kind = K_FILE_SHARED, .fpage = 2, .prot = PROT_READ),
+	OPB(OP_UNLOCKALL),
+};
+
+static const struct op stale_then_drain[] = {
+	OPB(OP_MMAP, RNG(0, 8), .kind = K_FILE_SHARED, .prot = PROT_READ | PROT_WRITE),
+	OPB(OP_TOUCH, RNG(0, 8)),
+	OPB(OP_LOCKALL, .flags = MCL_FUTURE, .mode = MLOCKFAST_MODE_EAGER),
+	OPB(OP_LOCK, RNG(2, 4), .mode = MLOCKFAST_MODE_DEFERRED),
+	OPB(OP_MUNMAP, RNG(2, 4)),
+	OPB(OP_MMAP, RNG(8, 4), .kind = K_FILE_SHARED, .fpage = 2, .prot = PROT_READ),
+	OPB(OP_DRAIN),
+	OPB(OP_UNLOCKALL),
+};
+
+/*
+ * mlock's loop steps over the rest of a VMA that a piece merged into, but
+ * populate still covers the whole range: here pages 48 and 49 of the
+ * 48-page memfd, so mlock fails with ENOMEM, and must with the ioctl too.
+ */
+static const struct op merge_into_locked_next[] = {
+	OPB(OP_MMAP, RNG(8, 6), .kind = K_MEMFD_PRIV, .fpage = 44,
+	    .prot = PROT_READ | PROT_WRITE),
+	OPB(OP_TOUCH, RNG(8, 4), .flags = 1),
+	OPB(OP_LOCK, RNG(11, 3), .mode = MLOCKFAST_MODE_EAGER),
+	OPB(OP_LOCK, RNG(8, 3), .flags = MLOCK_ONFAULT,
+	    .mode = MLOCKFAST_MODE_DEFERRED),
+	OPB(OP_LOCK, RNG(9, 5), .mode = MLOCKFAST_MODE_DEFERRED),
+	OPB(OP_UNLOCK, RNG(8, 6), .mode = MLOCKFAST_MODE_EAGER),
+};
+
+TEST_F_TIMEOUT(random, fixed_merge_into_locked_next, 120)
+{
+	fixed_run(_metadata, "fixed_merge_into_locked_next",
+		  merge_into_locked_next,
+		  sizeof(merge_into_locked_next) / sizeof(merge_into_locked_next[0]),
+		  16);
+}
+
+/* The random runs' own reduction (MLF_SEED=646041082433, mixed_a). */
+static const struct op stale_reduced[] = {
+	OP(OP_MMAP, RNG(27, 7), .kind = K_FILE_SHARED, .fpage = 5,
+	   .prot = PROT_READ | PROT_WRITE, .bslot = 1),
+	OP(OP_LOCKALL, .flags = MCL_FUTURE, .mode = MLOCKFAST_MODE_EAGER,
+	   .bslot = 1),
+	OP(OP_TOUCH, RNG(27, 7)),
+	OP(OP_LOCK, RNG(29, 5), .mode = MLOCKFAST_MODE_DEFERRED, .use_mlock = 1),
+	OP(OP_MMAP, RNG(6, 25), .kind = K_FILE_SHARED, .fpage = 6,
+	   .prot = PROT_READ),
+	OP(OP_UNLOCKALL),
+};
+
+TEST_F_TIMEOUT(random, fixed_stale_move_reduced, 120)
+{
+	fixed_run(_metadata, "fixed_stale_move_reduced", stale_reduced,
+		  sizeof(stale_reduced) / sizeof(stale_reduced[0]), 64);
+}
+
+TEST_F_TIMEOUT(random, fixed_stale_move_then_unlock, 120)
+{
+	fixed_run(_metadata, "fixed_stale_move_then_unlock", stale_then_unlock,
+		  sizeof(stale_then_unlock) / sizeof(stale_then_unlock[0]), 16);
+}
+
+TEST_F_TIMEOUT(random, fixed_stale_move_then_drain, 120)
+{
+	fixed_run(_metadata, "fixed_stale_move_then_drain", stale_then_drain,
+		  sizeof(stale_then_drain) / sizeof(stale_then_drain[0]), 16);
 }
 
 /* The comparison itself must catch a difference, at the op it happens. */
 TEST_F_TIMEOUT(random, detects_injected_difference, 300)
 {
-	struct cfg c = { "detects_injected_difference", 0, 200, 64, 0, 137 };
+	struct cfg c = {
+		.name = "detects_injected_difference", .nops = 200,
+		.wpages = 64, .inject = 137, .selfcheck = 1,
+	};
 
 	random_run(_metadata, &c, 5);
 }
