@@ -7,7 +7,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "kselftest_harness.h"
 #include "mlf_test.h"
@@ -44,6 +47,61 @@ TEST(load_unload_load)
 		ASSERT_TRUE(loaded());
 	}
 	EXPECT_EQ(0, access(MLOCKFAST_DEVICE, F_OK));
+}
+
+/*
+ * A process that locked through the device keeps the module's mmu notifier
+ * after it closes the device.  Unloading must take the notifier away: the
+ * process's munmap and exit afterwards must not call into the gone module.
+ */
+TEST(unload_while_a_user_lives_on)
+{
+	const size_t len = 64 << 10;
+	long ml0 = meminfo_kb("Mlocked"), ue0 = meminfo_kb("Unevictable");
+	int ready[2], go[2], st = -1;
+	char c = 0;
+	pid_t pid;
+
+	ASSERT_EQ(0, pipe(ready));
+	ASSERT_EQ(0, pipe(go));
+	pid = fork();
+	if (pid == 0) {
+		char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		int fd = open(MLOCKFAST_DEVICE, O_RDWR), ok;
+		struct mlockfast_range r = {
+			.size = sizeof(r), .addr = (unsigned long)p, .len = len,
+			.flags = MLOCKFAST_MODE_DEFERRED,
+		};
+
+		if (p == MAP_FAILED || fd < 0)
+			_exit(10);
+		memset(p, 1, len);
+		/* Half stays locked and queued, half is locked and unlocked. */
+		ok = !ioctl(fd, MLOCKFAST_IOC_LOCK, &r);
+		r.len = len / 2;
+		r.flags = 0;
+		ok = ok && !ioctl(fd, MLOCKFAST_IOC_UNLOCK, &r);
+		close(fd);
+		if (!ok || write(ready[1], "r", 1) != 1 ||
+		    read(go[0], &c, 1) != 1)
+			_exit(11);
+		/* The module is gone: these reach the kernel's own paths only. */
+		if (munlock(p + len / 2, len / 4) || munmap(p, len))
+			_exit(12);
+		_exit(0);
+	}
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	EXPECT_EQ(0, run("rmmod mlockfast"));
+	EXPECT_FALSE(loaded());
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) TH_LOG("child: status %#x", st);
+	EXPECT_EQ(ml0, meminfo_kb("Mlocked"));
+	EXPECT_EQ(ue0, meminfo_kb("Unevictable"));
+	EXPECT_EQ(0, run("modprobe mlockfast"));
+	EXPECT_TRUE(loaded());
 }
 
 TEST(dev_mode_parameter)
