@@ -16,7 +16,6 @@
 #include <linux/mm_inline.h>
 #include "compat.h"
 
-DEFINE_STATIC_CALL_NULL(mlf_sc_walk_page_range, mlf_proto_walk_page_range);
 DEFINE_STATIC_CALL_NULL(mlf_sc_pmd_trans_huge_lock,
 			mlf_proto_pmd_trans_huge_lock);
 DEFINE_STATIC_CALL_NULL(mlf_sc_mm_populate, mlf_proto_mm_populate);
@@ -56,7 +55,6 @@ struct mlf_func {
 }
 
 static const struct mlf_func mlf_funcs[] = {
-	MLF_FUNC(walk_page_range, "walk_page_range"),
 	MLF_FUNC(pmd_trans_huge_lock, "__pmd_trans_huge_lock"),
 	MLF_FUNC(mm_populate, "__mm_populate"),
 	MLF_FUNC(lru_add_drain, "lru_add_drain"),
@@ -292,12 +290,16 @@ static bool mlf_mergeable_flags(struct vm_area_struct *vma, vm_flags_t flags)
 /*
  * The piece is a whole VMA and neither neighbour could merge with it (merging
  * needs equal vm_flags): the kernel's merge attempt would change nothing, so
- * only the flags change.  Saves the merge attempt on every call.
+ * only the flags change.  Saves the merge attempt on every call.  @at is a
+ * maple state standing on @vma: the next VMA is one step from it, not a walk
+ * from the root.
  */
 static bool mlf_stays_alone(struct vm_area_struct *vma,
-			    struct vm_area_struct *prev, unsigned long start,
+			    struct vm_area_struct *prev,
+			    const struct ma_state *at, unsigned long start,
 			    unsigned long end, vm_flags_t newflags)
 {
+	struct ma_state mas = *at;
 	struct vm_area_struct *next;
 
 	if (start != vma->vm_start || end != vma->vm_end)
@@ -305,7 +307,7 @@ static bool mlf_stays_alone(struct vm_area_struct *vma,
 	if (prev && prev != vma && prev->vm_end == start &&
 	    mlf_mergeable_flags(prev, newflags))
 		return false;
-	next = find_vma(vma->vm_mm, end);
+	next = mas_next(&mas, ULONG_MAX);
 	return !next || next->vm_start != end ||
 	       !mlf_mergeable_flags(next, newflags);
 }
@@ -338,10 +340,10 @@ static void mlf_account(struct mm_struct *mm, unsigned long start,
 
 #ifdef MLF_SERIES_6_1
 /* mlock_fixup() of 6.1; *prev is left at the VMA now covering the piece. */
-static int mlf_fixup(struct vm_area_struct *vma, struct vm_area_struct **prev,
-		     unsigned long start, unsigned long end,
-		     vm_flags_t newflags, const struct mlf_fixup_ops *ops,
-		     void *ctx)
+static int mlf_fixup(struct ma_state *mas, struct vm_area_struct *vma,
+		     struct vm_area_struct **prev, unsigned long start,
+		     unsigned long end, vm_flags_t newflags,
+		     const struct mlf_fixup_ops *ops, void *ctx)
 {
 	struct mm_struct *mm = vma->vm_mm;
 	vm_flags_t oldflags = vma->vm_flags;
@@ -354,7 +356,7 @@ static int mlf_fixup(struct vm_area_struct *vma, struct vm_area_struct **prev,
 		goto out;
 	}
 
-	if (mlf_stays_alone(vma, *prev, start, end, newflags))
+	if (mlf_stays_alone(vma, *prev, mas, start, end, newflags))
 		goto modified;
 	pgoff = vma->vm_pgoff + ((start - vma->vm_start) >> PAGE_SHIFT);
 	merged = mlf_call(vma_merge)(mm, *prev, start, end, newflags,
@@ -400,21 +402,30 @@ int mlf_apply_range(struct mm_struct *mm, unsigned long start,
 	vma = mas_walk(&mas);
 	if (!vma)
 		return -ENOMEM;
-	prev = start > vma->vm_start ? vma : mas_prev(&mas, 0);
+	if (start > vma->vm_start) {
+		prev = vma;
+	} else {
+		struct ma_state back = mas;
+
+		prev = mas_prev(&back, 0);
+	}
 
 	for (nstart = start; ; ) {
 		vm_flags_t newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) |
 				      flags;
 
 		tmp = min(vma->vm_end, end);
-		error = mlf_fixup(vma, &prev, nstart, tmp, newflags, ops, ctx);
+		error = mlf_fixup(&mas, vma, &prev, nstart, tmp, newflags, ops,
+				  ctx);
 		if (error)
 			return error;
 		nstart = max(tmp, prev->vm_end);
 		mlf_merged_over(prev, tmp, min(nstart, end), ops, ctx);
 		if (nstart >= end)
 			return 0;
-		vma = find_vma(mm, prev->vm_end);
+		/* A merge or split may have changed the tree: walk again. */
+		mas_set(&mas, prev->vm_end);
+		vma = mas_find(&mas, ULONG_MAX);
 		if (!vma || vma->vm_start != nstart)
 			return -ENOMEM;
 	}
@@ -430,8 +441,8 @@ void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add,
 		vm_flags_t newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) |
 				      to_add;
 
-		mlf_fixup(vma, &prev, vma->vm_start, vma->vm_end, newflags,
-			  ops, ctx);
+		mlf_fixup(&mas, vma, &prev, vma->vm_start, vma->vm_end,
+			  newflags, ops, ctx);
 		mas_pause(&mas);
 		cond_resched();
 	}
@@ -450,7 +461,7 @@ static int mlf_fixup(struct vma_iterator *vmi, struct vm_area_struct *vma,
 		ops->skipped(ctx, vma, start, end);
 		goto out;
 	}
-	if (!mlf_stays_alone(vma, *prev, start, end, newflags))
+	if (!mlf_stays_alone(vma, *prev, &vmi->mas, start, end, newflags))
 		vma = mlf_call(vma_modify_flags)(vmi, *prev, vma, start, end,
 						 newflags);
 	if (IS_ERR(vma)) {

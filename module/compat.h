@@ -14,7 +14,6 @@
 
 #include <linux/version.h>
 #include <linux/mm.h>
-#include <linux/pagewalk.h>
 #include <linux/huge_mm.h>
 #include <linux/static_call.h>
 
@@ -44,11 +43,6 @@
 /* kallsyms_lookup_name, found through a kprobe */
 unsigned long mlf_proto_lookup(const char *name);
 DECLARE_STATIC_CALL(mlf_sc_lookup, mlf_proto_lookup);
-
-int mlf_proto_walk_page_range(struct mm_struct *mm, unsigned long start,
-			      unsigned long end,
-			      const struct mm_walk_ops *ops, void *private);
-DECLARE_STATIC_CALL(mlf_sc_walk_page_range, mlf_proto_walk_page_range);
 
 /* __pmd_trans_huge_lock */
 spinlock_t *mlf_proto_pmd_trans_huge_lock(pmd_t *pmd,
@@ -229,10 +223,8 @@ static inline void mlf_vma_set_flags(struct vm_area_struct *vma,
 
 #ifdef MLF_SERIES_6_1
 #define MLF_VM_LOCKED_CLEAR_MASK	VM_LOCKED_CLEAR_MASK
-#define MLF_WALK_OPS_LOCK
 #else
 #define MLF_VM_LOCKED_CLEAR_MASK	(~VM_LOCKED_MASK)
-#define MLF_WALK_OPS_LOCK		.walk_lock = PGWALK_WRLOCK_VERIFY,
 #endif
 
 /*

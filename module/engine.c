@@ -18,7 +18,6 @@
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/mm_inline.h>
-#include <linux/pagewalk.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
@@ -251,9 +250,9 @@ static struct mlf_batch *mlf_folio_op(struct mlf_ctx *c, struct mlf_batch *b,
 	return mlf_unlock_one(c, b, folio);
 }
 
-static int mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
-			unsigned long addr, unsigned long end,
-			struct vm_area_struct *vma)
+static void mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
+			 unsigned long addr, unsigned long end,
+			 struct vm_area_struct *vma)
 {
 	pmd_t val = *pmd;
 	struct mlf_batch *b;
@@ -272,14 +271,15 @@ static int mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
 	mlf_batch_put(b, c->mode != MLF_EAGER);
 out:
 	spin_unlock(ptl);
-	return 0;
 }
 
-static int mlf_pmd_entry(pmd_t *pmd, unsigned long addr, unsigned long end,
-			 struct mm_walk *walk)
+/*
+ * One pmd's worth, [addr, end), of a present pmd.  Returns false when the
+ * page table went away before it could be mapped (6.12): look again.
+ */
+static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
+			 pmd_t *pmd, unsigned long addr, unsigned long end)
 {
-	struct vm_area_struct *vma = walk->vma;
-	struct mlf_ctx *c = walk->private;
 	bool populates = c->lock && mlf_populates(vma);
 	unsigned long start = addr;
 	pte_t *start_pte, *pte;
@@ -287,14 +287,13 @@ static int mlf_pmd_entry(pmd_t *pmd, unsigned long addr, unsigned long end,
 	spinlock_t *ptl;	/* the page table's lock, from the kernel */
 
 	ptl = mlf_pmd_huge_lock(pmd, vma);
-	if (ptl)
-		return mlf_pmd_huge(c, pmd, ptl, addr, end, vma);
-
-	start_pte = mlf_pte_map_lock(vma->vm_mm, pmd, addr, &ptl);
-	if (!start_pte) {
-		walk->action = ACTION_AGAIN;
-		return 0;
+	if (ptl) {
+		mlf_pmd_huge(c, pmd, ptl, addr, end, vma);
+		return true;
 	}
+	start_pte = mlf_pte_map_lock(vma->vm_mm, pmd, addr, &ptl);
+	if (!start_pte)
+		return false;
 	b = mlf_batch_get();
 	mlf_note_cpu(c);
 	for (pte = start_pte; addr != end; pte++, addr += PAGE_SIZE) {
@@ -328,24 +327,61 @@ static int mlf_pmd_entry(pmd_t *pmd, unsigned long addr, unsigned long end,
 	mlf_batch_put(b, c->mode != MLF_EAGER);
 	pte_unmap_unlock(start_pte, ptl);
 	cond_resched();
-	return 0;
+	return true;
 }
 
-static int mlf_pte_hole(unsigned long addr, unsigned long next, int depth,
-			struct mm_walk *walk)
+/*
+ * The pmd covering @addr, or NULL if a level above it is empty; *next is
+ * where the walk goes on from, at most @end.  Bad entries count as empty, as
+ * the kernel's walker counts them (it clears them; we leave them alone).
+ */
+static pmd_t *mlf_pmd_of(struct mm_struct *mm, unsigned long addr,
+			 unsigned long end, unsigned long *next)
 {
-	struct mlf_ctx *c = walk->private;
+	pgd_t *pgd = pgd_offset(mm, addr);
+	p4d_t *p4d;
+	pud_t *pud;
 
-	if (c->lock && mlf_populates(walk->vma))
-		mlf_need_populate(c, addr, next);
-	return 0;
+	*next = pgd_addr_end(addr, end);
+	if (pgd_none(*pgd) || pgd_bad(*pgd))
+		return NULL;
+	p4d = p4d_offset(pgd, addr);
+	*next = p4d_addr_end(addr, end);
+	if (p4d_none(*p4d) || p4d_bad(*p4d))
+		return NULL;
+	pud = pud_offset(p4d, addr);
+	*next = pud_addr_end(addr, end);
+	if (pud_none(*pud) || pud_bad(*pud))
+		return NULL;
+	*next = pmd_addr_end(addr, end);
+	return pmd_offset(pud, addr);
 }
 
-static const struct mm_walk_ops mlf_walk_ops = {
-	.pmd_entry = mlf_pmd_entry,
-	.pte_hole = mlf_pte_hole,
-	MLF_WALK_OPS_LOCK
-};
+/*
+ * The page tables of [addr, end) within @vma.  Our own walk rather than
+ * walk_page_range(): that one looks the VMA up again and dispatches every
+ * level through function pointers, which costs more than a small range's
+ * page work.  mmap_lock is held for writing, so no level above the pmd can
+ * go away under us.
+ */
+static void mlf_walk_range(struct mlf_ctx *c, struct vm_area_struct *vma,
+			   unsigned long addr, unsigned long end)
+{
+	bool populates = c->lock && mlf_populates(vma);
+	unsigned long next;
+
+	for (; addr < end; addr = next) {
+		pmd_t *pmd = mlf_pmd_of(vma->vm_mm, addr, end, &next);
+
+		if (!pmd || pmd_none(READ_ONCE(*pmd))) {
+			if (populates)
+				mlf_need_populate(c, addr, next);
+			continue;
+		}
+		if (!mlf_walk_pmd(c, vma, pmd, addr, next))
+			next = addr;
+	}
+}
 
 static void mlf_walk_pages(void *ctx, struct vm_area_struct *vma,
 			   unsigned long start, unsigned long end)
@@ -354,7 +390,7 @@ static void mlf_walk_pages(void *ctx, struct vm_area_struct *vma,
 
 	if (c->lock && mlf_populates(vma) && !vma_is_accessible(vma))
 		mlf_need_populate(c, start, end);
-	mlf_call(walk_page_range)(vma->vm_mm, start, end, &mlf_walk_ops, c);
+	mlf_walk_range(c, vma, start, end);
 }
 
 /* mlock leaves the VMA as it is, but the syscall still populates it. */
