@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * test_mlock: time COUNT mlock+munlock pairs through the stock syscall and
- * through /dev/mlockfast in each mode, side by side in one run.
+ * test_mlock: time COUNT mlock+munlock pairs through the stock syscall,
+ * through libmlockfast's mlock/munlock (preload: what an unmodified program
+ * gets with LD_PRELOAD) and through /dev/mlockfast in each mode, side by
+ * side in one run.
  *
  *   test_mlock -c COUNT [-s SIZE] [-m MODE[,MODE...]|all] [-f anon|file|shmem]
  *              [-r REPEATS] [-w WARMUP] [--json]
