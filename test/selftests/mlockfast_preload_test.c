@@ -92,6 +92,22 @@ static int dev_stats(struct mlockfast_stats *s)
 	return ret;
 }
 
+/*
+ * Preloaded calls with the module's counters read around them: s[1] - s[0]
+ * is what the run did (nothing else uses the device meanwhile).
+ */
+static struct result counted(struct __test_metadata *_metadata, const char *env,
+			     const char *what, struct mlockfast_stats s[2])
+{
+	struct result r;
+
+	EXPECT_EQ(0, dev_stats(&s[0]));
+	r = calls(true, env, what);
+	EXPECT_EQ(0, dev_stats(&s[1]));
+	EXPECT_EQ(0, r.status) TH_LOG("%s %s: %s", env, what, r.err);
+	return r;
+}
+
 /* The module's default mode, as a MLOCKFAST_STAT_MODE_* slot. */
 static int default_mode(void)
 {
@@ -210,17 +226,14 @@ static struct result reference(struct __test_metadata *_metadata)
 static void check_mode(struct __test_metadata *_metadata, const char *want,
 		       const char *mode, int stat_mode)
 {
-	struct mlockfast_stats s0, s1;
+	struct mlockfast_stats s[2];
 	struct lib_stats l;
 	struct result r;
 	char env[64];
 
 	snprintf(env, sizeof(env), "MLOCKFAST_STATS=1 %s%s", mode ? "MLOCKFAST_MODE=" : "",
 		 mode ? mode : "");
-	ASSERT_EQ(0, dev_stats(&s0));
-	r = calls(true, env, "calls");
-	ASSERT_EQ(0, dev_stats(&s1));
-	EXPECT_EQ(0, r.status) TH_LOG("%s", r.err);
+	r = counted(_metadata, env, "calls", s);
 	EXPECT_SAME(want, r.out);
 	l = lib_stats(r.err);
 	/* the forked scenario children report, the idle parent too */
@@ -229,10 +242,10 @@ static void check_mode(struct __test_metadata *_metadata, const char *want,
 	EXPECT_LT(0, l.v[L_UNLOCK]);
 	EXPECT_LT(0, l.v[L_LOCKALL]);
 	EXPECT_LT(0, l.v[L_UNLOCKALL]);
-	EXPECT_EQ(s1.calls_lock - s0.calls_lock, l.v[L_LOCK]);
-	EXPECT_EQ(s1.calls_unlock - s0.calls_unlock, l.v[L_UNLOCK]);
-	EXPECT_EQ(s1.calls_lockall - s0.calls_lockall, l.v[L_LOCKALL]);
-	EXPECT_EQ(s1.calls_unlockall - s0.calls_unlockall, l.v[L_UNLOCKALL]);
+	EXPECT_EQ(s[1].calls_lock - s[0].calls_lock, l.v[L_LOCK]);
+	EXPECT_EQ(s[1].calls_unlock - s[0].calls_unlock, l.v[L_UNLOCK]);
+	EXPECT_EQ(s[1].calls_lockall - s[0].calls_lockall, l.v[L_LOCKALL]);
+	EXPECT_EQ(s[1].calls_unlockall - s[0].calls_unlockall, l.v[L_UNLOCKALL]);
 	EXPECT_EQ(LIBC_ONLY_CALLS, l.v[L_SYSCALL]);
 	EXPECT_EQ(0, l.v[L_REFUSED]);
 	if (stat_mode >= 0) {
@@ -241,7 +254,7 @@ static void check_mode(struct __test_metadata *_metadata, const char *want,
 
 		if (stat_mode == default_mode())
 			want += l.v[L_UNLOCKALL];
-		EXPECT_EQ(want, s1.mode_calls[stat_mode] - s0.mode_calls[stat_mode])
+		EXPECT_EQ(want, s[1].mode_calls[stat_mode] - s[0].mode_calls[stat_mode])
 			TH_LOG("%s", mode);
 	}
 	result_free(&r);
@@ -260,15 +273,24 @@ TEST(calls_match_without_library_in_every_mode)
 	EXPECT_BASELINE(b);
 }
 
+/* "calls" preloaded with @env: the reference's text; the result for more. */
+static struct result like_reference(struct __test_metadata *_metadata, const char *env)
+{
+	struct result r0 = reference(_metadata);
+	struct result r = calls(true, env, "calls");
+
+	EXPECT_EQ(0, r.status) TH_LOG("%s", env);
+	EXPECT_SAME(r0.out, r.out);
+	result_free(&r0);
+	return r;
+}
+
 TEST(debug_logs_each_call)
 {
 	struct baseline b = baseline();
-	struct result r0 = reference(_metadata);
-	struct result r = calls(true, "MLOCKFAST_DEBUG=1 MLOCKFAST_STATS=1", "calls");
+	struct result r = like_reference(_metadata, "MLOCKFAST_DEBUG=1 MLOCKFAST_STATS=1");
 	struct lib_stats l = lib_stats(r.err);
 
-	EXPECT_EQ(0, r.status);
-	EXPECT_SAME(r0.out, r.out);
 	EXPECT_EQ(l.v[L_LOCK] + l.v[L_UNLOCK] + l.v[L_LOCKALL] + l.v[L_UNLOCKALL],
 		  (unsigned long)count(r.err, " [device]\n"));
 	EXPECT_EQ(LIBC_ONLY_CALLS, count(r.err, " [syscall]\n"));
@@ -277,7 +299,6 @@ TEST(debug_logs_each_call)
 	/* every line is the library's */
 	EXPECT_EQ(count(r.err, "\n"), count(r.err, "mlockfast: "));
 	result_free(&r);
-	result_free(&r0);
 	EXPECT_BASELINE(b);
 }
 
@@ -302,25 +323,22 @@ TEST(unknown_values_are_reported_once)
 TEST(threads_share_one_descriptor)
 {
 	struct baseline b = baseline();
-	struct mlockfast_stats s0, s1;
+	struct mlockfast_stats s[2];
 	struct result r, r0 = calls(false, "", "threads");
 	struct lib_stats l;
 
 	EXPECT_EQ(0, r0.status);
 	EXPECT_STREQ("threads 8 pairs 200 errors 0 fds 0 VmLck 0\n", r0.out);
-	ASSERT_EQ(0, dev_stats(&s0));
-	r = calls(true, "MLOCKFAST_STATS=1", "threads");
-	ASSERT_EQ(0, dev_stats(&s1));
-	EXPECT_EQ(0, r.status) TH_LOG("%s", r.err);
+	r = counted(_metadata, "MLOCKFAST_STATS=1", "threads", s);
 	EXPECT_STREQ("threads 8 pairs 200 errors 0 fds 1 VmLck 0\n", r.out);
 	l = lib_stats(r.err);
 	EXPECT_EQ(1, l.lines);
 	EXPECT_EQ(1600, l.v[L_LOCK]);
 	EXPECT_EQ(1600, l.v[L_UNLOCK]);
 	EXPECT_EQ(0, l.v[L_SYSCALL]);
-	EXPECT_EQ(1600, s1.calls_lock - s0.calls_lock);
-	EXPECT_EQ(1600, s1.calls_unlock - s0.calls_unlock);
-	EXPECT_EQ(0, s1.errors - s0.errors);
+	EXPECT_EQ(1600, s[1].calls_lock - s[0].calls_lock);
+	EXPECT_EQ(1600, s[1].calls_unlock - s[0].calls_unlock);
+	EXPECT_EQ(0, s[1].errors - s[0].errors);
 	result_free(&r);
 	result_free(&r0);
 	EXPECT_BASELINE(b);
@@ -329,7 +347,7 @@ TEST(threads_share_one_descriptor)
 TEST(forked_child_acts_on_itself)
 {
 	struct baseline b = baseline();
-	struct mlockfast_stats s0, s1;
+	struct mlockfast_stats s[2];
 	struct result r, r0 = calls(false, "", "fork");
 	struct lib_stats l;
 
@@ -338,10 +356,7 @@ TEST(forked_child_acts_on_itself)
 			       "child mlock 0 VmLck 128\n"));
 	EXPECT_NE(NULL, strstr(r0.out, "exec'd fds 0\nchild status 0\nparent after 0 VmLck 64\n"
 			       "parent munlock 0 VmLck 0\n"));
-	ASSERT_EQ(0, dev_stats(&s0));
-	r = calls(true, "MLOCKFAST_STATS=1", "fork");
-	ASSERT_EQ(0, dev_stats(&s1));
-	EXPECT_EQ(0, r.status) TH_LOG("%s", r.err);
+	r = counted(_metadata, "MLOCKFAST_STATS=1", "fork", s);
 	EXPECT_SAME(r0.out, r.out);
 	/* parent, child and exec'd image each count their own calls */
 	l = lib_stats(r.err);
@@ -349,8 +364,8 @@ TEST(forked_child_acts_on_itself)
 	EXPECT_EQ(1, count(r.err, "device lock 1 unlock 1 lockall 0 unlockall 0 "));
 	EXPECT_EQ(1, count(r.err, "device lock 1 unlock 1 lockall 1 unlockall 1 "));
 	EXPECT_EQ(1, count(r.err, "device lock 0 unlock 0 lockall 0 unlockall 0 "));
-	EXPECT_EQ(2, s1.calls_lock - s0.calls_lock);
-	EXPECT_EQ(1, s1.calls_lockall - s0.calls_lockall);
+	EXPECT_EQ(2, s[1].calls_lock - s[0].calls_lock);
+	EXPECT_EQ(1, s[1].calls_lockall - s[0].calls_lockall);
 	result_free(&r);
 	result_free(&r0);
 	EXPECT_BASELINE(b);
@@ -359,26 +374,13 @@ TEST(forked_child_acts_on_itself)
 TEST(strict_with_the_device_changes_nothing)
 {
 	struct baseline b = baseline();
-	struct result r0 = reference(_metadata);
-	struct result r = calls(true, "MLOCKFAST_STRICT=1 MLOCKFAST_STATS=1", "calls");
+	struct result r = like_reference(_metadata, "MLOCKFAST_STRICT=1 MLOCKFAST_STATS=1");
 	struct lib_stats l = lib_stats(r.err);
 
-	EXPECT_EQ(0, r.status);
-	EXPECT_SAME(r0.out, r.out);
 	EXPECT_EQ(0, l.v[L_REFUSED]);
 	EXPECT_EQ(0, count(r.err, "STRICT"));
 	result_free(&r);
-	result_free(&r0);
 	EXPECT_BASELINE(b);
-}
-
-static bool loaded(void)
-{
-	char *mods = read_file("/proc/modules");
-	bool yes = mods && strstr(mods, "mlockfast ");
-
-	free(mods);
-	return yes;
 }
 
 TEST(without_the_module_falls_back_or_fails_strictly)
@@ -396,9 +398,9 @@ TEST(without_the_module_falls_back_or_fails_strictly)
 	r4.status = run("%s/mlockfast_lib_test >" OUT " 2>&1", bin());
 	r4.out = read_file(OUT);
 	r4.err = NULL;
-	if (!loaded())
+	if (!mlf_module_loaded())
 		run("modprobe mlockfast");
-	ASSERT_TRUE(loaded());
+	ASSERT_TRUE(mlf_module_loaded());
 	ASSERT_EQ(0, rm);
 
 	EXPECT_EQ(0, r1.status);
