@@ -202,6 +202,6 @@ build-all:
 
 clean:
 	-$(MAKE) -C module KVER=$(KERNELRELEASE) clean
-	rm -rf $(BIN) $(BUILD)/kselftest $(BUILD)/checkpatch $(BUILD)/logs
+	rm -rf $(BIN) $(BUILD)/mlockfast.pc $(BUILD)/kselftest $(BUILD)/checkpatch $(BUILD)/logs
 
 .PHONY: all module userspace dkms-source install uninstall install-lib uninstall-lib deps check ab report style build-all clean

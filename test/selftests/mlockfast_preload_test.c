@@ -56,10 +56,12 @@ static const char *bin(void)
 /* mlf-preload-calls @what, preloaded or not, with @env; output captured. */
 static struct result calls(bool preload, const char *env, const char *what)
 {
+	char pre[PATH_MAX + 32] = "";
 	struct result r;
 
-	r.status = run("env %s%s/libmlockfast.so %s %s/mlf-preload-calls %s >" OUT " 2>" ERR,
-		       preload ? "LD_PRELOAD=" : "MLF_NOT_PRELOADED=", bin(), env,
+	if (preload)
+		snprintf(pre, sizeof(pre), "LD_PRELOAD=%s/libmlockfast.so", bin());
+	r.status = run("env %s %s %s/mlf-preload-calls %s >" OUT " 2>" ERR, pre, env,
 		       bin(), what);
 	r.out = read_file(OUT);
 	r.err = read_file(ERR);
