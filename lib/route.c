@@ -45,7 +45,7 @@ static atomic_int strict_said;
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
-	char buf[256];
+	char buf[512];
 	int err = errno, n = snprintf(buf, sizeof(buf), "mlockfast: ");
 	va_list ap;
 

@@ -10,6 +10,8 @@
  *   mlf-preload-calls threads   threads racing to their first call, then pairs
  *   mlf-preload-calls fork      calls before and after fork, child and parent
  *   mlf-preload-calls fds       how many descriptors of /dev/mlockfast are open
+ *   mlf-preload-calls stale     calls after the program closed the library's
+ *                               descriptor and reused its number
  *
  * libmlockfast.so.1 is always loaded, RTLD_LOCAL when not preloaded (no
  * interposing then): mlockall locks every mapping, so both runs must map
@@ -18,6 +20,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,7 +194,8 @@ static int calls(void)
 	return bad;
 }
 
-static int dev_fds(void)
+/* Descriptors of /dev/mlockfast open in this process; closed if @close_them. */
+static int dev_fds(int close_them)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *e;
@@ -203,7 +207,11 @@ static int dev_fds(void)
 
 		if (len > 0) {
 			target[len] = 0;
-			n += !strcmp(target, MLOCKFAST_DEVICE);
+			if (!strcmp(target, MLOCKFAST_DEVICE)) {
+				n++;
+				if (close_them)
+					close(atoi(e->d_name));
+			}
 		}
 	}
 	if (d)
@@ -247,8 +255,24 @@ static int threads(void)
 		errors += (long)r;
 	}
 	printf("threads %d pairs %d errors %ld fds %d VmLck %ld\n", THREADS,
-	       PAIRS, errors, dev_fds(), status_kb("VmLck"));
+	       PAIRS, errors, dev_fds(0), status_kb("VmLck"));
 	return errors != 0;
+}
+
+/* As a daemon closing every descriptor it did not open does. */
+static int stale(void)
+{
+	char *p = mmap(NULL, 16 * PAGE, RW, ANON | MAP_POPULATE, -1, 0);
+	int first, second, null;
+
+	first = mlock(p, 16 * PAGE) || munlock(p, 16 * PAGE);
+	printf("closed %d\n", dev_fds(1));
+	null = open("/dev/null", O_RDONLY);	/* the lowest number: likely ours */
+	second = mlock(p, 16 * PAGE) || munlock(p, 16 * PAGE);
+	printf("first %d second %d null still open %d\n", first, second,
+	       fcntl(null, F_GETFD) >= 0);
+	printf("fds %d\n", dev_fds(0));
+	return first || second;
 }
 
 /* A call's result, then VmLck: printf's arguments have no order. */
@@ -304,10 +328,12 @@ int main(int argc, char **argv)
 		return threads();
 	if (argc == 2 && !strcmp(argv[1], "fork"))
 		return forking(argv[0]);
+	if (argc == 2 && !strcmp(argv[1], "stale"))
+		return stale();
 	if (argc == 2 && !strcmp(argv[1], "fds")) {
-		printf("exec'd fds %d\n", dev_fds());
+		printf("exec'd fds %d\n", dev_fds(0));
 		return 0;
 	}
-	fprintf(stderr, "usage: mlf-preload-calls calls|threads|fork|fds\n");
+	fprintf(stderr, "usage: mlf-preload-calls calls|threads|fork|stale|fds\n");
 	return 2;
 }

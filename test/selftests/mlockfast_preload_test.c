@@ -373,6 +373,28 @@ TEST(forked_child_acts_on_itself)
 	EXPECT_BASELINE(b);
 }
 
+TEST(a_closed_descriptor_is_opened_again)
+{
+	struct baseline b = baseline();
+	struct mlockfast_stats s[2];
+	struct result r, r0 = calls(false, "", "stale");
+	struct lib_stats l;
+
+	EXPECT_EQ(0, r0.status);
+	EXPECT_STREQ("closed 0\nfirst 0 second 0 null still open 1\nfds 0\n", r0.out);
+	r = counted(_metadata, "MLOCKFAST_STATS=1", "stale", s);
+	EXPECT_STREQ("closed 1\nfirst 0 second 0 null still open 1\nfds 1\n", r.out);
+	/* both pairs went to the device, not to libc */
+	l = lib_stats(r.err);
+	EXPECT_EQ(2, l.v[L_LOCK]);
+	EXPECT_EQ(2, l.v[L_UNLOCK]);
+	EXPECT_EQ(0, l.v[L_SYSCALL]);
+	EXPECT_EQ(2, s[1].calls_lock - s[0].calls_lock);
+	result_free(&r);
+	result_free(&r0);
+	EXPECT_BASELINE(b);
+}
+
 TEST(strict_with_the_device_changes_nothing)
 {
 	struct baseline b = baseline();
