@@ -224,6 +224,39 @@ static struct result reference(struct __test_metadata *_metadata)
 	return r;
 }
 
+/*
+ * Each test starts from its baseline and must come back to it; the runs it
+ * keeps here are freed after it.
+ */
+FIXTURE(preload) {
+	struct baseline b;
+	struct result plain, lib;	/* without and with the library */
+	struct mlockfast_stats s[2];	/* the module's, around the lib run */
+};
+
+FIXTURE_SETUP(preload)
+{
+	self->b = baseline();
+}
+
+FIXTURE_TEARDOWN(preload)
+{
+	result_free(&self->plain);
+	result_free(&self->lib);
+	EXPECT_BASELINE(self->b);
+}
+
+/* @what without the library, then with it and @env, counted; its stats. */
+static struct lib_stats both(struct __test_metadata *_metadata,
+			     FIXTURE_DATA(preload) *self, const char *env,
+			     const char *what)
+{
+	self->plain = calls(false, "", what);
+	EXPECT_EQ(0, self->plain.status) TH_LOG("%s", self->plain.err);
+	self->lib = counted(_metadata, env, what, self->s);
+	return lib_stats(self->lib.err);
+}
+
 /* With the library, per mode: same text, and the device did the work. */
 static void check_mode(struct __test_metadata *_metadata, const char *want,
 		       const char *mode, int stat_mode)
@@ -252,63 +285,54 @@ static void check_mode(struct __test_metadata *_metadata, const char *want,
 	EXPECT_EQ(0, l.v[L_REFUSED]);
 	if (stat_mode >= 0) {
 		/* lock, unlock and lockall carry the mode; unlockall, the default */
-		unsigned long want = l.v[L_LOCK] + l.v[L_UNLOCK] + l.v[L_LOCKALL];
+		unsigned long moded = l.v[L_LOCK] + l.v[L_UNLOCK] + l.v[L_LOCKALL];
 
 		if (stat_mode == default_mode())
-			want += l.v[L_UNLOCKALL];
-		EXPECT_EQ(want, s[1].mode_calls[stat_mode] - s[0].mode_calls[stat_mode])
+			moded += l.v[L_UNLOCKALL];
+		EXPECT_EQ(moded, s[1].mode_calls[stat_mode] - s[0].mode_calls[stat_mode])
 			TH_LOG("%s", mode);
 	}
 	result_free(&r);
 }
 
-TEST(calls_match_without_library_in_every_mode)
+TEST_F(preload, calls_match_without_library_in_every_mode)
 {
-	struct baseline b = baseline();
-	struct result r0 = reference(_metadata);
-
-	check_mode(_metadata, r0.out, NULL, -1);
-	check_mode(_metadata, r0.out, "eager", MLOCKFAST_STAT_MODE_EAGER);
-	check_mode(_metadata, r0.out, "deferred", MLOCKFAST_STAT_MODE_DEFERRED);
-	check_mode(_metadata, r0.out, "reclaim", MLOCKFAST_STAT_MODE_RECLAIM);
-	result_free(&r0);
-	EXPECT_BASELINE(b);
+	self->plain = reference(_metadata);
+	check_mode(_metadata, self->plain.out, NULL, -1);
+	check_mode(_metadata, self->plain.out, "eager", MLOCKFAST_STAT_MODE_EAGER);
+	check_mode(_metadata, self->plain.out, "deferred", MLOCKFAST_STAT_MODE_DEFERRED);
+	check_mode(_metadata, self->plain.out, "reclaim", MLOCKFAST_STAT_MODE_RECLAIM);
 }
 
-/* "calls" preloaded with @env: the reference's text; the result for more. */
-static struct result like_reference(struct __test_metadata *_metadata, const char *env)
+/* "calls" preloaded with @env gives the reference's text; its stats. */
+static struct lib_stats like_reference(struct __test_metadata *_metadata,
+				       FIXTURE_DATA(preload) *self, const char *env)
 {
-	struct result r0 = reference(_metadata);
-	struct result r = calls(true, env, "calls");
-
-	EXPECT_EQ(0, r.status) TH_LOG("%s", env);
-	EXPECT_SAME(r0.out, r.out);
-	result_free(&r0);
-	return r;
+	self->plain = reference(_metadata);
+	self->lib = calls(true, env, "calls");
+	EXPECT_EQ(0, self->lib.status) TH_LOG("%s", env);
+	EXPECT_SAME(self->plain.out, self->lib.out);
+	return lib_stats(self->lib.err);
 }
 
-TEST(debug_logs_each_call)
+TEST_F(preload, debug_logs_each_call)
 {
-	struct baseline b = baseline();
-	struct result r = like_reference(_metadata, "MLOCKFAST_DEBUG=1 MLOCKFAST_STATS=1");
-	struct lib_stats l = lib_stats(r.err);
+	struct lib_stats l = like_reference(_metadata, self, "MLOCKFAST_DEBUG=1 MLOCKFAST_STATS=1");
+	const char *err = self->lib.err;
 
 	EXPECT_EQ(l.v[L_LOCK] + l.v[L_UNLOCK] + l.v[L_LOCKALL] + l.v[L_UNLOCKALL],
-		  (unsigned long)count(r.err, " [device]\n"));
-	EXPECT_EQ(LIBC_ONLY_CALLS, count(r.err, " [syscall]\n"));
-	EXPECT_LT(0, count(r.err, "mlock2("));
-	EXPECT_LT(0, count(r.err, "syscall("));
+		  (unsigned long)count(err, " [device]\n"));
+	EXPECT_EQ(LIBC_ONLY_CALLS, count(err, " [syscall]\n"));
+	EXPECT_LT(0, count(err, "mlock2("));
+	EXPECT_LT(0, count(err, "syscall("));
 	/* every line is the library's */
-	EXPECT_EQ(count(r.err, "\n"), count(r.err, "mlockfast: "));
-	result_free(&r);
-	EXPECT_BASELINE(b);
+	EXPECT_EQ(count(err, "\n"), count(err, "mlockfast: "));
 }
 
-TEST(unknown_values_are_reported_once)
+TEST_F(preload, unknown_values_are_reported_once)
 {
-	struct baseline b = baseline();
-	struct result r = calls(true, "MLOCKFAST_MODE=fast MLOCKFAST_STRICT=yes "
-				"MLOCKFAST_DEBUG=2 MLOCKFAST_STATS=on", "threads");
+	struct result r = self->lib = calls(true, "MLOCKFAST_MODE=fast MLOCKFAST_STRICT=yes "
+					    "MLOCKFAST_DEBUG=2 MLOCKFAST_STATS=on", "threads");
 
 	EXPECT_EQ(0, r.status) TH_LOG("%s", r.err);
 	/* eight threads, one report each, and the defaults in force */
@@ -318,22 +342,15 @@ TEST(unknown_values_are_reported_once)
 	EXPECT_EQ(1, count(r.err, "MLOCKFAST_STATS=on: unknown"));
 	EXPECT_EQ(4, count(r.err, "\n")) TH_LOG("%s", r.err);
 	EXPECT_NE(NULL, strstr(r.out, "errors 0 fds 1 VmLck 0")) TH_LOG("%s", r.out);
-	result_free(&r);
-	EXPECT_BASELINE(b);
 }
 
-TEST(threads_share_one_descriptor)
+TEST_F(preload, threads_share_one_descriptor)
 {
-	struct baseline b = baseline();
-	struct mlockfast_stats s[2];
-	struct result r, r0 = calls(false, "", "threads");
-	struct lib_stats l;
+	struct lib_stats l = both(_metadata, self, "MLOCKFAST_STATS=1", "threads");
+	const struct mlockfast_stats *s = self->s;
 
-	EXPECT_EQ(0, r0.status);
-	EXPECT_STREQ("threads 8 pairs 200 errors 0 fds 0 VmLck 0\n", r0.out);
-	r = counted(_metadata, "MLOCKFAST_STATS=1", "threads", s);
-	EXPECT_STREQ("threads 8 pairs 200 errors 0 fds 1 VmLck 0\n", r.out);
-	l = lib_stats(r.err);
+	EXPECT_STREQ("threads 8 pairs 200 errors 0 fds 0 VmLck 0\n", self->plain.out);
+	EXPECT_STREQ("threads 8 pairs 200 errors 0 fds 1 VmLck 0\n", self->lib.out);
 	EXPECT_EQ(1, l.lines);
 	EXPECT_EQ(1600, l.v[L_LOCK]);
 	EXPECT_EQ(1600, l.v[L_UNLOCK]);
@@ -341,76 +358,53 @@ TEST(threads_share_one_descriptor)
 	EXPECT_EQ(1600, s[1].calls_lock - s[0].calls_lock);
 	EXPECT_EQ(1600, s[1].calls_unlock - s[0].calls_unlock);
 	EXPECT_EQ(0, s[1].errors - s[0].errors);
-	result_free(&r);
-	result_free(&r0);
-	EXPECT_BASELINE(b);
 }
 
-TEST(forked_child_acts_on_itself)
+TEST_F(preload, forked_child_acts_on_itself)
 {
-	struct baseline b = baseline();
-	struct mlockfast_stats s[2];
-	struct result r, r0 = calls(false, "", "fork");
-	struct lib_stats l;
+	struct lib_stats l = both(_metadata, self, "MLOCKFAST_STATS=1", "fork");
+	const struct mlockfast_stats *s = self->s;
+	const char *r0 = self->plain.out, *err = self->lib.err;
 
-	EXPECT_EQ(0, r0.status);
-	EXPECT_NE(NULL, strstr(r0.out, "parent mlock 0 VmLck 64\nchild before 0 VmLck 0\n"
+	EXPECT_NE(NULL, strstr(r0, "parent mlock 0 VmLck 64\nchild before 0 VmLck 0\n"
 			       "child mlock 0 VmLck 128\n"));
-	EXPECT_NE(NULL, strstr(r0.out, "exec'd fds 0\nchild status 0\nparent after 0 VmLck 64\n"
+	EXPECT_NE(NULL, strstr(r0, "exec'd fds 0\nchild status 0\nparent after 0 VmLck 64\n"
 			       "parent munlock 0 VmLck 0\n"));
-	r = counted(_metadata, "MLOCKFAST_STATS=1", "fork", s);
-	EXPECT_SAME(r0.out, r.out);
+	EXPECT_SAME(r0, self->lib.out);
 	/* parent, child and exec'd image each count their own calls */
-	l = lib_stats(r.err);
-	EXPECT_EQ(3, l.lines) TH_LOG("%s", r.err);
-	EXPECT_EQ(1, count(r.err, "device lock 1 unlock 1 lockall 0 unlockall 0 "));
-	EXPECT_EQ(1, count(r.err, "device lock 1 unlock 1 lockall 1 unlockall 1 "));
-	EXPECT_EQ(1, count(r.err, "device lock 0 unlock 0 lockall 0 unlockall 0 "));
+	EXPECT_EQ(3, l.lines) TH_LOG("%s", err);
+	EXPECT_EQ(1, count(err, "device lock 1 unlock 1 lockall 0 unlockall 0 "));
+	EXPECT_EQ(1, count(err, "device lock 1 unlock 1 lockall 1 unlockall 1 "));
+	EXPECT_EQ(1, count(err, "device lock 0 unlock 0 lockall 0 unlockall 0 "));
 	EXPECT_EQ(2, s[1].calls_lock - s[0].calls_lock);
 	EXPECT_EQ(1, s[1].calls_lockall - s[0].calls_lockall);
-	result_free(&r);
-	result_free(&r0);
-	EXPECT_BASELINE(b);
 }
 
-TEST(a_closed_descriptor_is_opened_again)
+TEST_F(preload, a_closed_descriptor_is_opened_again)
 {
-	struct baseline b = baseline();
-	struct mlockfast_stats s[2];
-	struct result r, r0 = calls(false, "", "stale");
-	struct lib_stats l;
+	struct lib_stats l = both(_metadata, self, "MLOCKFAST_STATS=1", "stale");
+	const struct mlockfast_stats *s = self->s;
 
-	EXPECT_EQ(0, r0.status);
-	EXPECT_STREQ("closed 0\nfirst 0 second 0 null still open 1\nfds 0\n", r0.out);
-	r = counted(_metadata, "MLOCKFAST_STATS=1", "stale", s);
-	EXPECT_STREQ("closed 1\nfirst 0 second 0 null still open 1\nfds 1\n", r.out);
+	EXPECT_STREQ("closed 0\nfirst 0 second 0 null still open 1\nfds 0\n", self->plain.out);
+	EXPECT_STREQ("closed 1\nfirst 0 second 0 null still open 1\nfds 1\n", self->lib.out);
 	/* both pairs went to the device, not to libc */
-	l = lib_stats(r.err);
 	EXPECT_EQ(2, l.v[L_LOCK]);
 	EXPECT_EQ(2, l.v[L_UNLOCK]);
 	EXPECT_EQ(0, l.v[L_SYSCALL]);
 	EXPECT_EQ(2, s[1].calls_lock - s[0].calls_lock);
-	result_free(&r);
-	result_free(&r0);
-	EXPECT_BASELINE(b);
 }
 
-TEST(strict_with_the_device_changes_nothing)
+TEST_F(preload, strict_with_the_device_changes_nothing)
 {
-	struct baseline b = baseline();
-	struct result r = like_reference(_metadata, "MLOCKFAST_STRICT=1 MLOCKFAST_STATS=1");
-	struct lib_stats l = lib_stats(r.err);
+	struct lib_stats l = like_reference(_metadata, self, "MLOCKFAST_STRICT=1 MLOCKFAST_STATS=1");
 
 	EXPECT_EQ(0, l.v[L_REFUSED]);
-	EXPECT_EQ(0, count(r.err, "STRICT"));
-	result_free(&r);
-	EXPECT_BASELINE(b);
+	EXPECT_EQ(0, count(self->lib.err, "STRICT"));
 }
 
-TEST(without_the_module_falls_back_or_fails_strictly)
+TEST_F(preload, without_the_module_falls_back_or_fails_strictly)
 {
-	struct baseline b = baseline();
-	struct result r0 = reference(_metadata), r1, r2, r3, r4;
+	struct result r0 = self->plain = reference(_metadata), r1, r2, r3, r4;
 	struct lib_stats l1, l2;
 	int rm;
 
@@ -457,8 +451,6 @@ TEST(without_the_module_falls_back_or_fails_strictly)
 	result_free(&r2);
 	result_free(&r3);
 	free(r4.out);
-	result_free(&r0);
-	EXPECT_BASELINE(b);
 }
 
 TEST_HARNESS_MAIN
