@@ -33,7 +33,8 @@ else
 DKMS_KERNELS = $(INSTALLED_KERNELS)
 endif
 
-# Userspace: C11, warnings are errors, static so the guest needs no libc.
+# Userspace: C11, warnings are errors; the selftests static, the tools and
+# libmlockfast's programs dynamic (test/vm/run copies their libraries).
 CC ?= cc
 CFLAGS ?= -O2 -g
 USER_CFLAGS := $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror \
@@ -100,7 +101,7 @@ $(BIN)/libmlockfast.so: $(BIN)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $@
 
 $(BUILD)/mlockfast.pc: lib/mlockfast.pc.in dkms.conf
-	@mkdir -p $(BIN)
+	@mkdir -p $(BUILD)
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' $< >$@
 
 # The in-guest programs that call mlock & co. with and without the library.
@@ -108,12 +109,14 @@ $(BIN)/mlf-preload-calls: test/preload/calls.c $(TEST_LIB) $(TEST_LIB_H) include
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -Itest/selftests/lib -o $@ $< $(TEST_LIB) $(DYN_LDFLAGS)
 
-$(BIN)/mlockfast_preload_test: test/selftests/mlockfast_preload_test.c $(TEST_LIB) $(TEST_LIB_H) $(KSELFTEST_HDRS)
+$(BIN)/mlockfast_preload_test: test/selftests/mlockfast_preload_test.c $(TEST_LIB) $(TEST_LIB_H) \
+		include/uapi/linux/mlockfast.h $(KSELFTEST_HDRS)
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -Itest/selftests/lib -o $@ $< $(TEST_LIB) $(DYN_LDFLAGS)
 
 # Linked as a user links it: its own mlock calls are routed too.
-$(BIN)/mlockfast_lib_test: test/selftests/mlockfast_lib_test.c $(BIN)/libmlockfast.so $(TEST_LIB) $(TEST_LIB_H) $(KSELFTEST_HDRS)
+$(BIN)/mlockfast_lib_test: test/selftests/mlockfast_lib_test.c $(BIN)/libmlockfast.so $(TEST_LIB) \
+		$(TEST_LIB_H) $(LIB_H) $(KSELFTEST_HDRS)
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -Ilib/include -Itest/selftests/lib -o $@ $< $(TEST_LIB) \
 		-L$(BIN) -lmlockfast $(DYN_LDFLAGS)
