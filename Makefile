@@ -2,7 +2,9 @@
 #
 #   make                  module for KERNELRELEASE, and the userspace programs
 #   make install          DKMS add/build/install for KERNELRELEASE, or for
-#                         every installed kernel of a supported series
+#                         every installed kernel of a supported series, and
+#                         install-lib
+#   make install-lib      libmlockfast, its header and .pc under PREFIX
 #   make uninstall        DKMS remove (same kernels)
 #   make check            the whole test suite in QEMU, every supported kernel
 #   make ab               the A/B of test_mlock against the syscall, in QEMU
@@ -31,7 +33,8 @@ else
 DKMS_KERNELS = $(INSTALLED_KERNELS)
 endif
 
-# Userspace: C11, warnings are errors, static so the guest needs no libc.
+# Userspace: C11, warnings are errors; the selftests static, the tools and
+# libmlockfast's programs dynamic (test/vm/run copies their libraries).
 CC ?= cc
 CFLAGS ?= -O2 -g
 USER_CFLAGS := $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror \
@@ -66,13 +69,73 @@ $(BIN)/%_test: test/selftests/%_test.c $(TEST_LIB) $(TEST_LIB_H) include/uapi/li
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -Itest/selftests/lib -o $@ $< $(TEST_LIB) $(USER_LDFLAGS)
 
+# Dynamic, for -m preload: they dlopen libmlockfast.so.1 from their own directory.
 $(BIN)/%: test/%.c test/mlf_tool.h include/uapi/linux/mlockfast.h
 	@mkdir -p $(BIN)
-	$(CC) $(USER_CFLAGS) -o $@ $< $(USER_LDFLAGS) -lm
+	$(CC) $(USER_CFLAGS) -o $@ $< $(DYN_LDFLAGS) -lm
 
 $(BIN)/%: test/guest/%
 	@mkdir -p $(BIN)
 	install -m 0755 $< $@
+
+# ---- libmlockfast: the preload library and its API (lib/) ----
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+LIB_SONAME := libmlockfast.so.1
+LIB_SRC := $(wildcard lib/*.c)
+LIB_H := lib/internal.h lib/include/mlockfast.h include/uapi/linux/mlockfast.h
+# Dynamic programs find libmlockfast.so.1 next to them (build/bin, the guest's /usr/local/bin).
+DYN_LDFLAGS := -pthread -ldl -Wl,-rpath,'$$ORIGIN'
+DYN_TESTS := $(BIN)/mlockfast_preload_test $(BIN)/mlockfast_lib_test
+LIB_TARGETS := $(BIN)/$(LIB_SONAME) $(BIN)/libmlockfast.so $(BUILD)/mlockfast.pc \
+	$(BIN)/mlf-preload-calls $(DYN_TESTS)
+userspace: $(LIB_TARGETS)
+
+$(BIN)/$(LIB_SONAME): $(LIB_SRC) $(LIB_H)
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -fPIC -fvisibility=hidden -shared -Wl,-soname,$(LIB_SONAME) \
+		-Wl,-z,defs -o $@ $(LIB_SRC) -pthread -ldl
+
+$(BIN)/libmlockfast.so: $(BIN)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $@
+
+$(BUILD)/mlockfast.pc: lib/mlockfast.pc.in dkms.conf
+	@mkdir -p $(BUILD)
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' $< >$@
+
+# The in-guest programs that call mlock & co. with and without the library.
+$(BIN)/mlf-preload-calls: test/preload/calls.c $(TEST_LIB) $(TEST_LIB_H) include/uapi/linux/mlockfast.h
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -Itest/selftests/lib -o $@ $< $(TEST_LIB) $(DYN_LDFLAGS)
+
+$(BIN)/mlockfast_preload_test: test/selftests/mlockfast_preload_test.c $(TEST_LIB) $(TEST_LIB_H) \
+		include/uapi/linux/mlockfast.h $(KSELFTEST_HDRS)
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -Itest/selftests/lib -o $@ $< $(TEST_LIB) $(DYN_LDFLAGS)
+
+# Linked as a user links it: its own mlock calls are routed too.
+$(BIN)/mlockfast_lib_test: test/selftests/mlockfast_lib_test.c $(BIN)/libmlockfast.so $(TEST_LIB) \
+		$(TEST_LIB_H) $(LIB_H) $(KSELFTEST_HDRS)
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -Ilib/include -Itest/selftests/lib -o $@ $< $(TEST_LIB) \
+		-L$(BIN) -lmlockfast $(DYN_LDFLAGS)
+
+install-lib: $(BIN)/$(LIB_SONAME) $(BUILD)/mlockfast.pc
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/linux
+	install -m 0755 $(BIN)/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libmlockfast.so
+	install -m 0644 lib/include/mlockfast.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 0644 include/uapi/linux/mlockfast.h $(DESTDIR)$(INCLUDEDIR)/linux/
+	install -m 0644 $(BUILD)/mlockfast.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	-test -n "$(DESTDIR)" || ldconfig
+
+uninstall-lib:
+	rm -f $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libmlockfast.so \
+		$(DESTDIR)$(INCLUDEDIR)/mlockfast.h $(DESTDIR)$(INCLUDEDIR)/linux/mlockfast.h \
+		$(DESTDIR)$(LIBDIR)/pkgconfig/mlockfast.pc
+	-test -n "$(DESTDIR)" || ldconfig
+# ---- end libmlockfast ----
 
 # DKMS builds from a clean copy of exactly what the module needs.
 dkms-source:
@@ -82,7 +145,7 @@ dkms-source:
 	cp module/Kbuild module/Makefile module/*.c module/*.h $(DKMS_SRC)/module/
 	cp include/uapi/linux/mlockfast.h $(DKMS_SRC)/include/uapi/linux/
 
-install: dkms-source
+install: dkms-source install-lib
 	@test -n "$(strip $(DKMS_KERNELS))" || { echo "no kernel of a supported series (6.1, 6.12) is installed" >&2; exit 1; }
 	-dkms remove -m $(PACKAGE) -v $(VERSION) --all >/dev/null 2>&1
 	dkms add -m $(PACKAGE) -v $(VERSION)
@@ -92,7 +155,7 @@ install: dkms-source
 	done
 	dkms status -m $(PACKAGE)
 
-uninstall:
+uninstall: uninstall-lib
 	set -e; for k in $(DKMS_KERNELS); do \
 		dkms remove -m $(PACKAGE) -v $(VERSION) -k $$k || true; \
 	done
@@ -142,6 +205,6 @@ build-all:
 
 clean:
 	-$(MAKE) -C module KVER=$(KERNELRELEASE) clean
-	rm -rf $(BIN) $(BUILD)/kselftest $(BUILD)/checkpatch $(BUILD)/logs
+	rm -rf $(BIN) $(BUILD)/mlockfast.pc $(BUILD)/kselftest $(BUILD)/checkpatch $(BUILD)/logs
 
-.PHONY: all module userspace dkms-source install uninstall deps check ab report style build-all clean
+.PHONY: all module userspace dkms-source install uninstall install-lib uninstall-lib deps check ab report style build-all clean

@@ -3,21 +3,47 @@
 #ifndef MLF_TOOL_H
 #define MLF_TOOL_H
 
+#include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <linux/mlockfast.h>
 
-enum { M_SYSCALL, M_IOCTL, M_EAGER, M_DEFERRED, M_RECLAIM, M_LEGACY, M_NR };
+/* Modes from M_IOCTL on use the device directly. */
+enum { M_SYSCALL, M_PRELOAD, M_IOCTL, M_EAGER, M_DEFERRED, M_RECLAIM, M_LEGACY, M_NR };
 
 static const char * const mode_names[M_NR] = {
-	"syscall", "ioctl", "eager", "deferred", "reclaim", "legacy",
+	"syscall", "preload", "ioctl", "eager", "deferred", "reclaim", "legacy",
 };
 
 static const unsigned int mode_bits[M_NR] = {
-	0, MLOCKFAST_MODE_DEFAULT, MLOCKFAST_MODE_EAGER,
+	0, 0, MLOCKFAST_MODE_DEFAULT, MLOCKFAST_MODE_EAGER,
 	MLOCKFAST_MODE_DEFERRED, MLOCKFAST_MODE_RECLAIM, MLOCKFAST_MODE_LEGACY,
 };
+
+/*
+ * -m preload: libmlockfast's own mlock and munlock, the functions an
+ * LD_PRELOADed program calls instead of libc's, with its environment
+ * (MLOCKFAST_MODE, ...).  Loaded RTLD_LOCAL, so the other modes keep libc's.
+ */
+static int (*preload_mlock)(const void *, size_t);
+static int (*preload_munlock)(const void *, size_t);
+
+static inline int preload_open(const char *prog)
+{
+	void *h = dlopen("libmlockfast.so.1", RTLD_NOW | RTLD_LOCAL);
+
+	if (h) {
+		preload_mlock = (int (*)(const void *, size_t))dlsym(h, "mlock");
+		preload_munlock = (int (*)(const void *, size_t))dlsym(h, "munlock");
+	}
+	if (!preload_mlock || !preload_munlock) {
+		fprintf(stderr, "%s: -m preload: %s\n", prog, dlerror());
+		return -1;
+	}
+	return 0;
+}
 
 #define GUARD	4096UL
 
@@ -52,6 +78,8 @@ static inline int lock_pair(int dev_fd, int mode, char *buf, size_t size)
 
 	if (mode == M_SYSCALL)
 		return mlock(buf, size) || munlock(buf, size) ? -1 : 0;
+	if (mode == M_PRELOAD)
+		return preload_mlock(buf, size) || preload_munlock(buf, size) ? -1 : 0;
 	if (ioctl(dev_fd, MLOCKFAST_IOC_LOCK, &r))
 		return -1;
 	r.flags = mode == M_LEGACY ? MLOCKFAST_MODE_LEGACY : 0;

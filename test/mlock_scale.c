@@ -68,8 +68,9 @@ static void usage(void)
 		"  buffer of their own in a loop; every second prints\n"
 		"  'min:X max:Y total:Z' (iterations per copy in that second), then\n"
 		"  'average: min:X max:Y total:Z' (first second excluded).\n"
-		"  MODE: syscall (default), ioctl (the module's default mode), eager,\n"
-		"        deferred, reclaim, legacy. SIZE takes K/M suffixes, default 64K.\n"
+		"  MODE: syscall (default), preload (mlock/munlock routed by libmlockfast),\n"
+		"        ioctl (the module's default mode), eager, deferred, reclaim, legacy.\n"
+		"        SIZE takes K/M suffixes, default 64K.\n"
 		"  SECONDS: default 5. COPIES: 1..%d.\n", MAX_COPIES);
 	exit(2);
 }
@@ -218,7 +219,9 @@ int main(int argc, char **argv)
 	if (optind != argc || copies <= 0)
 		usage();
 
-	if (mode != M_SYSCALL) {
+	if (mode == M_PRELOAD && preload_open("mlock_scale"))
+		return 1;
+	if (mode >= M_IOCTL) {
 		dev_fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
 		if (dev_fd < 0) {
 			fprintf(stderr,

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * test_mlock: time COUNT mlock+munlock pairs through the stock syscall and
- * through /dev/mlockfast in each mode, side by side in one run.
+ * test_mlock: time COUNT mlock+munlock pairs through the stock syscall,
+ * through libmlockfast's mlock/munlock (preload: what an unmodified program
+ * gets with LD_PRELOAD) and through /dev/mlockfast in each mode, side by
+ * side in one run.
  *
  *   test_mlock -c COUNT [-s SIZE] [-m MODE[,MODE...]|all] [-f anon|file|shmem]
  *              [-r REPEATS] [-w WARMUP] [--json]
@@ -36,8 +38,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: test_mlock -c COUNT [-s SIZE] [-m MODE[,MODE...]|all]\n"
 		"                  [-f anon|file|shmem] [-r REPEATS] [-w WARMUP] [--json]\n"
-		"  MODE: syscall, ioctl (the module's default mode), eager, deferred,\n"
-		"        reclaim, legacy; default all. SIZE takes K/M suffixes, default 64K.\n"
+		"  MODE: syscall, preload (mlock/munlock routed by libmlockfast), ioctl\n"
+		"        (the module's default mode), eager, deferred, reclaim, legacy;\n"
+		"        default all. SIZE takes K/M suffixes, default 64K.\n"
 		"  WARMUP: syscall pairs run once before measuring (default 30000).\n");
 }
 
@@ -224,6 +227,8 @@ int main(int argc, char **argv)
 		for (int m = 0; m < M_NR; m++)
 			want[m] = true;
 
+	if (want[M_PRELOAD] && preload_open("test_mlock"))
+		return 1;
 	dev_fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
 	if (dev_fd < 0) {
 		fprintf(stderr,

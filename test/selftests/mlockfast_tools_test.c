@@ -223,11 +223,35 @@ static void check_table(struct __test_metadata *_metadata, const char *modes,
 
 TEST(test_mlock_table_has_a_row_per_mode)
 {
-	static const char * const with[] = { "syscall", "deferred", "reclaim" };
+	static const char * const with[] = { "syscall", "preload", "deferred", "reclaim" };
 	static const char * const without[] = { "ioctl", "eager" };
 
-	check_table(_metadata, "syscall,deferred,reclaim", with, 3, true);
+	check_table(_metadata, "syscall,preload,deferred,reclaim", with, 4, true);
 	check_table(_metadata, "ioctl,eager", without, 2, false);
+}
+
+/* -m preload is mlock()/munlock() routed by libmlockfast: the device's calls. */
+TEST(test_mlock_preload_goes_through_the_device)
+{
+	struct mlockfast_stats s0, s1;
+	struct result r;
+
+	ASSERT_EQ(0, mlf_stats(&s0));
+	r = tool(_metadata, "test_mlock -c 300 -s 16K -w 0 -m preload");
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(0, r.status) TH_LOG("%s", r.err);
+	EXPECT_NE(NULL, strstr(r.out, "\npreload ")) TH_LOG("%s", r.out);
+	EXPECT_EQ(300, s1.calls_lock - s0.calls_lock);
+	EXPECT_EQ(300, s1.calls_unlock - s0.calls_unlock);
+	EXPECT_EQ(0, s1.errors - s0.errors);
+	result_free(&r);
+	/* and the syscall mode stays libc's */
+	ASSERT_EQ(0, mlf_stats(&s0));
+	r = tool(_metadata, "test_mlock -c 300 -s 16K -w 0 -m syscall,preload");
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(0, r.status) TH_LOG("%s", r.err);
+	EXPECT_EQ(300, s1.calls_lock - s0.calls_lock);
+	result_free(&r);
 }
 
 /*
@@ -452,6 +476,7 @@ TEST(mlock_scale_ioctl_modes)
 	check_scale(_metadata, "-m deferred -s 16K", 2);
 	check_scale(_metadata, "-m reclaim --threads", 2);
 	check_scale(_metadata, "-m ioctl", 1);
+	check_scale(_metadata, "-m preload --threads", 2);
 }
 
 TEST(mlock_scale_copies_are_reaped)

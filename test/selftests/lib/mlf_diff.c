@@ -249,6 +249,17 @@ static void run_path(const struct path_ops *p, scenario_fn fn, int *status,
 	waitpid(pid, status, 0);
 }
 
+void diff_print(scenario_fn fn)
+{
+	struct diff_log log = { 0 };
+
+	log.mlocked0 = meminfo_kb("Mlocked");
+	fn(&diff_paths[0], &log);
+	if (log.buf)
+		fputs(log.buf, stdout);
+	free(log.buf);
+}
+
 void drain_everything(void)
 {
 	int fd = open("/proc/sys/vm/compact_memory", O_WRONLY);

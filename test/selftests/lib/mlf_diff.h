@@ -56,6 +56,12 @@ void diff_limit(unsigned long bytes);
  */
 int diff_run(const char *name, scenario_fn fn);
 
+/*
+ * Run @fn on the syscall path in this process and write its text to stdout
+ * (libmlockfast's tests compare it with and without the library).
+ */
+void diff_print(scenario_fn fn);
+
 /* Fold per-CPU LRU and mlock batches on every CPU (lru_add_drain_all). */
 void drain_everything(void);
 

@@ -142,6 +142,15 @@ long read_long(const char *path)
 	return v;
 }
 
+int mlf_module_loaded(void)
+{
+	char *mods = read_file("/proc/modules");
+	int yes = mods && strstr(mods, "mlockfast ") != NULL;
+
+	free(mods);
+	return yes;
+}
+
 int run(const char *fmt, ...)
 {
 	char cmd[1024];

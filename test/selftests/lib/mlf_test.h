@@ -26,6 +26,8 @@ long status_kb(const char *field);
 char *read_file(const char *path);
 /* Read a sysfs/module parameter as a long; -1 if absent. */
 long read_long(const char *path);
+/* Whether mlockfast is in /proc/modules. */
+int mlf_module_loaded(void);
 /* Run a shell command, return its exit status (or -1). */
 int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Lines of the kernel log containing @needle since the last mark. */

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The interposers: mlock, mlock2, munlock, mlockall, munlockall, and
+ * syscall() for their numbers, routed to /dev/mlockfast, else to libc.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <linux/mlockfast.h>
+#include "internal.h"
+
+/* mlock2's flags are all the device is given; it judges those, libc the rest. */
+static int lock(const void *addr, size_t len, unsigned int flags, enum mlf_route *route)
+{
+	struct mlockfast_range r = {
+		.size = sizeof(r), .flags = flags | mlf_env_mode(),
+		.addr = (uintptr_t)addr, .len = len,
+	};
+	int ret = 0;
+
+	if (flags & ~MLOCK_ONFAULT) {
+		mlf_count_syscall();
+		*route = MLF_SYSCALL;
+		return 0;
+	}
+	*route = mlf_route(MLF_OP_LOCK, MLOCKFAST_IOC_LOCK, &r, 0, &ret);
+	return ret;
+}
+
+static int unlock(const void *addr, size_t len, enum mlf_route *route)
+{
+	struct mlockfast_range r = {
+		.size = sizeof(r), .flags = mlf_env_mode(),
+		.addr = (uintptr_t)addr, .len = len,
+	};
+	int ret = 0;
+
+	*route = mlf_route(MLF_OP_UNLOCK, MLOCKFAST_IOC_UNLOCK, &r, 0, &ret);
+	return ret;
+}
+
+/* Mode bits would overlap flags mlockall does not know: libc judges those. */
+static int lockall(int flags, enum mlf_route *route)
+{
+	struct mlockfast_all a = { .size = sizeof(a) };
+	int ret = 0;
+
+	if (flags & ~(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)) {
+		mlf_count_syscall();
+		*route = MLF_SYSCALL;
+		return 0;
+	}
+	a.flags = (unsigned int)flags | mlf_env_mode();
+	*route = mlf_route(MLF_OP_LOCKALL, MLOCKFAST_IOC_LOCKALL, &a, 0, &ret);
+	return ret;
+}
+
+static int unlockall(enum mlf_route *route)
+{
+	int ret = 0;
+
+	*route = mlf_route(MLF_OP_UNLOCKALL, MLOCKFAST_IOC_UNLOCKALL, NULL, 0, &ret);
+	return ret;
+}
+
+MLF_EXPORT int mlock(const void *addr, size_t len)
+{
+	enum mlf_route route;
+	int ret = lock(addr, len, 0, &route);
+
+	if (route == MLF_SYSCALL)
+		ret = mlf_real.mlock(addr, len);
+	mlf_trace(route, ret, "mlock(%p, %zu)", addr, len);
+	return ret;
+}
+
+MLF_EXPORT int mlock2(const void *addr, size_t len, unsigned int flags)
+{
+	enum mlf_route route;
+	int ret = lock(addr, len, flags, &route);
+
+	if (route == MLF_SYSCALL)
+		ret = mlf_real.mlock2(addr, len, flags);
+	mlf_trace(route, ret, "mlock2(%p, %zu, %#x)", addr, len, flags);
+	return ret;
+}
+
+MLF_EXPORT int munlock(const void *addr, size_t len)
+{
+	enum mlf_route route;
+	int ret = unlock(addr, len, &route);
+
+	if (route == MLF_SYSCALL)
+		ret = mlf_real.munlock(addr, len);
+	mlf_trace(route, ret, "munlock(%p, %zu)", addr, len);
+	return ret;
+}
+
+MLF_EXPORT int mlockall(int flags)
+{
+	enum mlf_route route;
+	int ret = lockall(flags, &route);
+
+	if (route == MLF_SYSCALL)
+		ret = mlf_real.mlockall(flags);
+	mlf_trace(route, ret, "mlockall(%#x)", flags);
+	return ret;
+}
+
+MLF_EXPORT int munlockall(void)
+{
+	enum mlf_route route;
+	int ret = unlockall(&route);
+
+	if (route == MLF_SYSCALL)
+		ret = mlf_real.munlockall();
+	mlf_trace(route, ret, "munlockall()");
+	return ret;
+}
+
+/*
+ * glibc's syscall(number, ...): six argument registers are read whatever
+ * the number, as glibc's own does; the kernel takes mlock2's and
+ * mlockall's flags as int.
+ */
+MLF_EXPORT long syscall(long number, ...)
+{
+	enum mlf_route route;
+	const void *addr;
+	va_list ap;
+	long a[6], ret;
+
+	va_start(ap, number);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	addr = (const void *)a[0];
+	switch (number) {
+	case SYS_mlock:
+		ret = lock(addr, a[1], 0, &route);
+		break;
+	case SYS_mlock2:
+		ret = lock(addr, a[1], (unsigned int)a[2], &route);
+		break;
+	case SYS_munlock:
+		ret = unlock(addr, a[1], &route);
+		break;
+	case SYS_mlockall:
+		ret = lockall((int)a[0], &route);
+		break;
+	case SYS_munlockall:
+		ret = unlockall(&route);
+		break;
+	default:
+		mlf_init();
+		return mlf_real.syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	}
+	if (route == MLF_SYSCALL)
+		ret = mlf_real.syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	mlf_trace(route, ret, "syscall(%ld, %#lx, %#lx, %#lx)", number, a[0], a[1], a[2]);
+	return ret;
+}
