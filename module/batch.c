@@ -374,15 +374,21 @@ int mlf_batch_init(void)
 {
 	int cpu, ret;
 
+	ret = mlf_mm_init();
+	if (ret)
+		return ret;
 	mlf_batches = kcalloc(nr_cpu_ids, sizeof(*mlf_batches), GFP_KERNEL);
-	if (!mlf_batches)
+	if (!mlf_batches) {
+		mlf_mm_exit();
 		return -ENOMEM;
+	}
 	for_each_possible_cpu(cpu) {
 		struct mlf_batch *b = kvzalloc_node(sizeof(*b), GFP_KERNEL,
 						    cpu_to_node(cpu));
 
 		if (!b) {
 			mlf_batch_free();
+			mlf_mm_exit();
 			return -ENOMEM;
 		}
 		spin_lock_init(&b->lock);
@@ -393,6 +399,7 @@ int mlf_batch_init(void)
 					NULL, mlf_batch_cpu_dead);
 	if (ret < 0) {
 		mlf_batch_free();
+		mlf_mm_exit();
 		return ret;
 	}
 	mlf_cpuhp_state = ret;

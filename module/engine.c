@@ -34,9 +34,12 @@ struct mlf_ctx {
 	bool migrated;		/* pushed to more than one CPU's batch */
 	bool remote;		/* unlock: other CPUs held entries at the start */
 	bool queued;		/* lock: pushed moves on a batch */
+	bool pay;		/* walking to pay runs (mlf_pay_run()) */
 	int cpu;
 	struct mlf_mm **cache;	/* the file's cache of ... */
-	struct mlf_mm *owner;	/* ... current->mm's state (mm.c), when locking */
+	struct mlf_mm *owner;	/* ... current->mm's state (mm.c) */
+	unsigned int nr_runs;	/* lock: runs of private anon pages ... */
+	struct mlf_run runs[4];	/* ... left unmoved, for owner's work */
 	unsigned long pop_start, pop_end;	/* what populate must visit */
 	unsigned long pages;
 	struct zone *zone;	/* NR_MLOCK change not yet applied ... */
@@ -166,6 +169,29 @@ static struct mlf_batch *mlf_lock_again(struct mlf_ctx *c,
 	return b;
 }
 
+/* Add the page at @addr to the call's runs; false when they are full. */
+static bool mlf_run_extend(struct mlf_ctx *c, unsigned long addr)
+{
+	if (c->nr_runs && c->runs[c->nr_runs - 1].end == addr) {
+		c->runs[c->nr_runs - 1].end += PAGE_SIZE;
+		return true;
+	}
+	if (c->nr_runs == ARRAY_SIZE(c->runs))
+		return false;
+	c->runs[c->nr_runs++] = (struct mlf_run){ addr, addr + PAGE_SIZE };
+	return true;
+}
+
+/* Hand the call's runs to the owner, once no page table is locked. */
+static void mlf_runs_flush(struct mlf_ctx *c)
+{
+	unsigned int i;
+
+	for (i = 0; i < c->nr_runs; i++)
+		mlf_mm_add_run(c->owner, c->runs[i].start, c->runs[i].end);
+	c->nr_runs = 0;
+}
+
 static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
 				      struct folio *folio, unsigned long addr)
 {
@@ -181,12 +207,15 @@ static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
 	}
 	mlf_acct(c, folio);
 	/*
-	 * Reclaim mode leaves the move to reclaim, but only where no other
-	 * VMA can lock the folio before reclaim meets it (that lock would be
-	 * counted and ours lost): a small anon folio mapped once.
+	 * A small anon folio mapped once can be locked by no VMA but this
+	 * one, so nobody else's lock can be counted in its place before its
+	 * move: reclaim mode leaves the move to reclaim, deferred mode to the
+	 * owner's work, which walks the run again (mlf_pay_run()).  Either
+	 * way the page costs nothing more now, nor when it is unlocked.
 	 */
-	if (c->mode == MLF_RECLAIM && mlf_folio_private(folio) &&
-	    folio_test_lru(folio))
+	if (c->mode != MLF_EAGER && mlf_folio_private(folio) &&
+	    folio_test_lru(folio) &&
+	    (c->mode == MLF_RECLAIM || mlf_run_extend(c, addr)))
 		return b;
 	if (mlf_batch_push(b, folio, c->owner, addr))
 		c->queued = true;
@@ -274,6 +303,30 @@ out:
 }
 
 /*
+ * A run's pages: the move of each small anon folio that is still mlocked and
+ * still on the evictable LRU is owed; mlock_folio() pays it.  One already
+ * moved was counted by whoever moved it (or culled by reclaim): leave it.
+ */
+static void mlf_pay_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
+			 unsigned long end)
+{
+	for (; addr != end; pte++, addr += PAGE_SIZE) {
+		pte_t ptent = mlf_ptep_get(pte);
+		struct folio *folio;
+
+		if (!pte_present(ptent))
+			continue;
+		folio = mlf_pte_folio(ptent);
+		if (!folio || folio_test_large(folio) ||
+		    !folio_test_anon(folio) || !folio_test_mlocked(folio) ||
+		    !folio_test_lru(folio) || folio_test_unevictable(folio))
+			continue;
+		mlf_kernel_mlock(folio);
+		c->pages++;
+	}
+}
+
+/*
  * One pmd's worth, [addr, end), of a present pmd.  Returns false when the
  * page table went away before it could be mapped (6.12): look again.
  */
@@ -288,12 +341,21 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 
 	ptl = mlf_pmd_huge_lock(pmd, vma);
 	if (ptl) {
-		mlf_pmd_huge(c, pmd, ptl, addr, end, vma);
+		if (c->pay)
+			spin_unlock(ptl);	/* runs hold small folios only */
+		else
+			mlf_pmd_huge(c, pmd, ptl, addr, end, vma);
 		return true;
 	}
 	start_pte = mlf_pte_map_lock(vma->vm_mm, pmd, addr, &ptl);
 	if (!start_pte)
 		return false;
+	if (c->pay) {
+		mlf_pay_ptes(c, start_pte, addr, end);
+		pte_unmap_unlock(start_pte, ptl);
+		cond_resched();
+		return true;
+	}
 	b = mlf_batch_get();
 	mlf_note_cpu(c);
 	for (pte = start_pte; addr != end; pte++, addr += PAGE_SIZE) {
@@ -390,7 +452,32 @@ static void mlf_walk_pages(void *ctx, struct vm_area_struct *vma,
 
 	if (c->lock && mlf_populates(vma) && !vma_is_accessible(vma))
 		mlf_need_populate(c, start, end);
+	if (!c->lock && c->owner)
+		mlf_mm_trim(c->owner, start, end);
 	mlf_walk_range(c, vma, start, end);
+	if (c->nr_runs)
+		mlf_runs_flush(c);
+}
+
+/*
+ * For mm.c's work: pay the moves a run of private anon pages owes, where
+ * the pages are still locked; mmap_lock held.
+ */
+void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end)
+{
+	VMA_ITERATOR(vmi, mm, start);
+	struct mlf_ctx c = { .pay = true };
+	struct vm_area_struct *vma;
+
+	/* Folios just put back on the LRU show up as such. */
+	mlf_call(lru_add_drain)();
+	for_each_vma_range(vmi, vma, end)
+		if (vma->vm_flags & VM_LOCKED)
+			mlf_walk_range(&c, vma, max(start, vma->vm_start),
+				       min(end, vma->vm_end));
+	mlf_call(mlock_drain_local)();
+	mlf_count(moves_applied, c.pages);
+	mlf_count(batches_applied, 1);
 }
 
 /* mlock leaves the VMA as it is, but the syscall still populates it. */
@@ -553,8 +640,11 @@ int mlf_lock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
 static int mlf_unlock_range(struct mlf_ctx *c, unsigned long start,
 			    unsigned long len)
 {
-	int ret = mlf_apply_range(current->mm, start, len, 0, &mlf_fixup_ops,
-				  c);
+	int ret;
+
+	/* Only to cancel its runs: without it, their work finds no lock. */
+	c->owner = mlf_mm_current(c->cache);
+	ret = mlf_apply_range(current->mm, start, len, 0, &mlf_fixup_ops, c);
 
 	mlf_finish(c);
 	return ret;
@@ -562,7 +652,8 @@ static int mlf_unlock_range(struct mlf_ctx *c, unsigned long start,
 
 static int mlf_legacy_unlock(unsigned long start, unsigned long len);
 
-int mlf_unlock(enum mlf_mode mode, unsigned long start, unsigned long len)
+int mlf_unlock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
+	       unsigned long len)
 {
 	struct mm_struct *mm = current->mm;
 	struct mlf_ctx c;
@@ -571,7 +662,7 @@ int mlf_unlock(enum mlf_mode mode, unsigned long start, unsigned long len)
 	if (mode == MLF_LEGACY)
 		return mlf_legacy_unlock(start, len);
 	mlf_align(&start, &len);
-	mlf_ctx_init(&c, mode, false, NULL);
+	mlf_ctx_init(&c, mode, false, cache);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	ret = mlf_unlock_range(&c, start, len);
@@ -702,7 +793,7 @@ int mlf_lockall(struct mlf_mm **cache, enum mlf_mode mode, unsigned int flags)
 	return ret;
 }
 
-int mlf_unlockall(enum mlf_mode mode)
+int mlf_unlockall(struct mlf_mm **cache, enum mlf_mode mode)
 {
 	struct mm_struct *mm = current->mm;
 	struct mlf_ctx c;
@@ -712,9 +803,10 @@ int mlf_unlockall(enum mlf_mode mode)
 
 		return mlf_call(sys_munlockall)(&regs);
 	}
-	mlf_ctx_init(&c, mode, false, NULL);
+	mlf_ctx_init(&c, mode, false, cache);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
+	c.owner = mlf_mm_current(cache);
 	mm->def_flags &= MLF_VM_LOCKED_CLEAR_MASK;
 	mlf_apply_all(mm, 0, &mlf_fixup_ops, &c);
 	mlf_finish(&c);

@@ -183,7 +183,7 @@ static long mlf_ioc_range(struct mlf_file *f, void __user *uarg, bool lock)
 		return mlf_lock(&f->mm, mode, r.addr, r.len, r.flags);
 	if (r.flags)
 		return -EINVAL;
-	return mlf_unlock(mode, r.addr, r.len);
+	return mlf_unlock(&f->mm, mode, r.addr, r.len);
 }
 
 static long mlf_ioc_vec(struct mlf_file *f, void __user *uarg, bool lock)
@@ -256,7 +256,7 @@ static long mlf_dispatch(struct mlf_file *f, unsigned int cmd,
 	case MLOCKFAST_IOC_UNLOCKALL:
 		mlf_count(calls_unlockall, 1);
 		mlf_count_call(READ_ONCE(mlf_default_mode));
-		return mlf_unlockall(READ_ONCE(mlf_default_mode));
+		return mlf_unlockall(&f->mm, READ_ONCE(mlf_default_mode));
 	case MLOCKFAST_IOC_LOCKV:
 		mlf_count(calls_lockv, 1);
 		return mlf_ioc_vec(f, uarg, true);
@@ -266,6 +266,7 @@ static long mlf_dispatch(struct mlf_file *f, unsigned int cmd,
 	case MLOCKFAST_IOC_DRAIN:
 		mlf_count(calls_drain, 1);
 		mlf_batch_apply_all();
+		mlf_mm_pay_all();
 		return 0;
 	case MLOCKFAST_IOC_STATS:
 		return mlf_ioc_stats(uarg);

@@ -44,9 +44,10 @@ struct mlf_mm;
 /* @cache: the file's cache of current->mm's state (see mm.c). */
 int mlf_lock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
 	     unsigned long len, unsigned int flags);
-int mlf_unlock(enum mlf_mode mode, unsigned long start, unsigned long len);
+int mlf_unlock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
+	       unsigned long len);
 int mlf_lockall(struct mlf_mm **cache, enum mlf_mode mode, unsigned int flags);
-int mlf_unlockall(enum mlf_mode mode);
+int mlf_unlockall(struct mlf_mm **cache, enum mlf_mode mode);
 int mlf_lockv(struct mlf_mm **cache, enum mlf_mode mode,
 	      const struct mlockfast_iovec __user *iov, unsigned int count,
 	      unsigned int flags, bool lock, unsigned int *done);
@@ -80,6 +81,18 @@ struct mlf_file {
 struct mlf_mm *mlf_mm_current(struct mlf_mm **cache);
 void mlf_mm_uncache(struct mlf_mm *m);
 void mlf_mm_pending_add(struct mlf_mm *m, int n);
+int mlf_mm_init(void);
 void mlf_mm_exit(void);
+
+/* Runs of private anon pages whose moves a deferred lock owes. */
+struct mlf_run {
+	unsigned long start, end;
+};
+
+void mlf_mm_add_run(struct mlf_mm *m, unsigned long start, unsigned long end);
+void mlf_mm_trim(struct mlf_mm *m, unsigned long start, unsigned long end);
+void mlf_mm_pay_all(void);
+/* engine.c: the moves a run owes, for what is still locked there. */
+void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end);
 
 #endif /* MLOCKFAST_H */

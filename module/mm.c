@@ -10,6 +10,10 @@
  * every such change before the page tables change, and voids the entries of
  * that range.
  *
+ * It also keeps the runs of private anonymous pages a deferred lock left on
+ * the evictable LRU (see mlf_lock_one()): a run costs nothing per page until
+ * its work, after defer_ms, moves what is still locked (mlf_pay_run()).
+ *
  * Lifetime: the notifier lives as long as its mm (one reference, dropped when
  * the mm exits or the module unloads) and each file that caches it holds one
  * more, so that a cached pointer is never stale.
@@ -20,22 +24,149 @@
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/workqueue.h>
 #include "mlockfast.h"
 
 enum {
 	MLF_MM_FRESH,		/* allocated, its mm-lifetime reference not taken */
 	MLF_MM_DROPPED,		/* its mm-lifetime reference is gone */
+	MLF_MM_DEAD,		/* the mm has exited: its work may not be queued */
 };
+
+#define MLF_MM_RUNS	16
 
 struct mlf_mm {
 	struct mmu_notifier mn;
 	atomic_t pending;	/* live batch entries owned by this mm */
 	unsigned long state;
 	struct list_head node;	/* on mlf_mms until freed */
+	spinlock_t lock;	/* orders queueing the work against DEAD */
+	struct delayed_work work;	/* pays the runs */
+	/*
+	 * Runs of locked private anon pages whose moves are owed.  The
+	 * mmap_lock guards them: the ioctls change them holding it for
+	 * writing, the work (never run twice at once) holding it for reading.
+	 */
+	unsigned int nr_runs;
+	struct mlf_run runs[MLF_MM_RUNS];
 };
 
 static LIST_HEAD(mlf_mms);
 static DEFINE_SPINLOCK(mlf_mms_lock);	/* guards mlf_mms */
+static struct workqueue_struct *mlf_wq;
+
+/* Pay every run; mmap_lock held. */
+static void mlf_mm_pay(struct mlf_mm *m)
+{
+	unsigned int i, n = m->nr_runs;
+
+	m->nr_runs = 0;
+	for (i = 0; i < n; i++)
+		mlf_pay_run(m->mn.mm, m->runs[i].start, m->runs[i].end);
+}
+
+static void mlf_mm_work(struct work_struct *work)
+{
+	struct mlf_mm *m = container_of(to_delayed_work(work), struct mlf_mm,
+					work);
+	struct mm_struct *mm = m->mn.mm;
+
+	/* An mm on its way out unmaps everything: nothing to pay. */
+	if (!mmget_not_zero(mm))
+		return;
+	mmap_read_lock(mm);
+	mlf_mm_pay(m);
+	mmap_read_unlock(mm);
+	/* The last reference would run exit_mmap(), which cancels us. */
+	mmput_async(mm);
+}
+
+static void mlf_mm_queue(struct mlf_mm *m, unsigned long delay)
+{
+	spin_lock(&m->lock);
+	if (!test_bit(MLF_MM_DEAD, &m->state))
+		mod_delayed_work(mlf_wq, &m->work, delay);
+	spin_unlock(&m->lock);
+}
+
+/*
+ * A deferred lock left [start, end) of private anon pages unmoved; mmap_lock
+ * held for writing.  Runs that touch merge; with no room left, all are paid
+ * at once.
+ */
+void mlf_mm_add_run(struct mlf_mm *m, unsigned long start, unsigned long end)
+{
+	struct mlf_run *r;
+	unsigned int i;
+
+	mlf_count(moves_queued, (end - start) >> PAGE_SHIFT);
+	for (i = 0; i < m->nr_runs; i++) {
+		r = &m->runs[i];
+		if (start <= r->end && end >= r->start) {
+			r->start = min(r->start, start);
+			r->end = max(r->end, end);
+			return;
+		}
+	}
+	if (m->nr_runs == MLF_MM_RUNS)
+		mlf_mm_pay(m);
+	m->runs[m->nr_runs++] = (struct mlf_run){ start, end };
+	if (!delayed_work_pending(&m->work))
+		mlf_mm_queue(m, msecs_to_jiffies(READ_ONCE(mlf_defer_ms)));
+}
+
+/*
+ * [start, end) is unlocked; mmap_lock held for writing.  What the runs owed
+ * there is cancelled.  A run cut in two with no room for the second half is
+ * paid instead, before the unlock walks it.
+ */
+void mlf_mm_trim(struct mlf_mm *m, unsigned long start, unsigned long end)
+{
+	unsigned long cut = 0;
+	unsigned int i;
+
+	for (i = 0; i < m->nr_runs; ) {
+		struct mlf_run *r = &m->runs[i];
+
+		if (start >= r->end || end <= r->start) {
+			i++;
+			continue;
+		}
+		if (start > r->start && end < r->end &&
+		    m->nr_runs == MLF_MM_RUNS) {
+			mlf_pay_run(m->mn.mm, r->start, r->end);
+			*r = m->runs[--m->nr_runs];
+			continue;
+		}
+		cut += min(end, r->end) - max(start, r->start);
+		if (start > r->start && end < r->end) {
+			m->runs[m->nr_runs++] = (struct mlf_run){ end, r->end };
+			r->end = start;
+		} else if (start > r->start) {
+			r->end = start;
+		} else if (end < r->end) {
+			r->start = end;
+		} else {
+			*r = m->runs[--m->nr_runs];
+			continue;
+		}
+		i++;
+	}
+	mlf_count(moves_cancelled, cut >> PAGE_SHIFT);
+}
+
+/* DRAIN: every mm's runs paid now.  Sleeps; hold no mmap_lock. */
+void mlf_mm_pay_all(void)
+{
+	struct mlf_mm *m;
+
+	spin_lock_bh(&mlf_mms_lock);
+	list_for_each_entry(m, &mlf_mms, node)
+		if (READ_ONCE(m->nr_runs))
+			mlf_mm_queue(m, 0);
+	spin_unlock_bh(&mlf_mms_lock);
+	flush_workqueue(mlf_wq);
+}
 
 void mlf_mm_pending_add(struct mlf_mm *m, int n)
 {
@@ -65,6 +196,14 @@ static int mlf_mm_invalidate(struct mmu_notifier *mn,
 	return 0;
 }
 
+/* No work may be queued for @m from now on. */
+static void mlf_mm_kill(struct mlf_mm *m)
+{
+	spin_lock(&m->lock);
+	set_bit(MLF_MM_DEAD, &m->state);
+	spin_unlock(&m->lock);
+}
+
 static void mlf_mm_drop(struct mlf_mm *m)
 {
 	if (!test_and_set_bit(MLF_MM_DROPPED, &m->state))
@@ -78,6 +217,8 @@ static void mlf_mm_release(struct mmu_notifier *mn, struct mm_struct *mm)
 
 	if (atomic_read(&m->pending))
 		mlf_batch_void(m, 0, ULONG_MAX);
+	mlf_mm_kill(m);
+	cancel_delayed_work_sync(&m->work);
 	mlf_mm_drop(m);
 }
 
@@ -88,6 +229,8 @@ static struct mmu_notifier *mlf_mm_alloc(struct mm_struct *mm)
 	if (!m)
 		return ERR_PTR(-ENOMEM);
 	__set_bit(MLF_MM_FRESH, &m->state);
+	spin_lock_init(&m->lock);
+	INIT_DELAYED_WORK(&m->work, mlf_mm_work);
 	spin_lock_bh(&mlf_mms_lock);
 	list_add(&m->node, &mlf_mms);
 	spin_unlock_bh(&mlf_mms_lock);
@@ -156,14 +299,28 @@ void mlf_mm_uncache(struct mlf_mm *m)
 		mmu_notifier_put(&m->mn);
 }
 
-/* Unload: every notifier goes, and nothing of ours may run after this. */
+int mlf_mm_init(void)
+{
+	mlf_wq = alloc_workqueue("mlockfast", WQ_UNBOUND, 0);
+	return mlf_wq ? 0 : -ENOMEM;
+}
+
+/*
+ * Unload, with no file open: the runs are paid, then every notifier goes,
+ * and nothing of ours may run after this.
+ */
 void mlf_mm_exit(void)
 {
 	struct mlf_mm *m;
 
+	mlf_mm_pay_all();
 	spin_lock_bh(&mlf_mms_lock);
-	list_for_each_entry(m, &mlf_mms, node)
+	list_for_each_entry(m, &mlf_mms, node) {
+		mlf_mm_kill(m);
+		cancel_delayed_work(&m->work);	/* an idle timer at most */
 		mlf_mm_drop(m);
+	}
 	spin_unlock_bh(&mlf_mms_lock);
 	mmu_notifier_synchronize();
+	destroy_workqueue(mlf_wq);
 }
