@@ -64,7 +64,7 @@ static void mlf_acct_flush(struct mlf_ctx *c)
  * Count a folio's pages in or out of Mlocked.  Folios of one walk share a
  * zone, so this batches what mlock_folio() does per folio.
  */
-static void mlf_acct(struct mlf_ctx *c, struct folio *folio)
+static __always_inline void mlf_acct(struct mlf_ctx *c, struct folio *folio)
 {
 	struct zone *zone = folio_zone(folio);
 
@@ -170,7 +170,7 @@ static struct mlf_batch *mlf_lock_again(struct mlf_ctx *c,
 }
 
 /* Add the page at @addr to the call's runs; false when they are full. */
-static bool mlf_run_extend(struct mlf_ctx *c, unsigned long addr)
+static __always_inline bool mlf_run_extend(struct mlf_ctx *c, unsigned long addr)
 {
 	if (c->nr_runs && c->runs[c->nr_runs - 1].end == addr) {
 		c->runs[c->nr_runs - 1].end += PAGE_SIZE;
@@ -192,8 +192,10 @@ static void mlf_runs_flush(struct mlf_ctx *c)
 	c->nr_runs = 0;
 }
 
-static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
-				      struct folio *folio, unsigned long addr)
+/* The hot per-page steps are inlined into the walk: a call each costs more. */
+static __always_inline struct mlf_batch *
+mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
+	     unsigned long addr)
 {
 	if (folio_test_unevictable(folio)) {
 		/* mlock_count is live: let the kernel raise it. */
@@ -225,7 +227,7 @@ static struct mlf_batch *mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b,
 }
 
 /* PG_mlocked off a folio not (yet) on the unevictable list. */
-static void mlf_clear_mlocked(struct mlf_ctx *c, struct folio *folio)
+static __always_inline void mlf_clear_mlocked(struct mlf_ctx *c, struct folio *folio)
 {
 	if (!folio_test_clear_mlocked(folio))
 		return;
@@ -239,9 +241,8 @@ static void mlf_clear_mlocked(struct mlf_ctx *c, struct folio *folio)
 	}
 }
 
-static struct mlf_batch *mlf_unlock_one(struct mlf_ctx *c,
-					struct mlf_batch *b,
-					struct folio *folio)
+static __always_inline struct mlf_batch *
+mlf_unlock_one(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio)
 {
 	/* Is the lock we undo still owed as a queued move?  Cancel it. */
 	bool queued = mlf_batch_cancel(b, folio);
@@ -271,8 +272,9 @@ static struct mlf_batch *mlf_unlock_one(struct mlf_ctx *c,
 	return b;
 }
 
-static struct mlf_batch *mlf_folio_op(struct mlf_ctx *c, struct mlf_batch *b,
-				      struct folio *folio, unsigned long addr)
+static __always_inline struct mlf_batch *
+mlf_folio_op(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
+	     unsigned long addr)
 {
 	if (c->lock)
 		return mlf_lock_one(c, b, folio, addr);
