@@ -177,7 +177,7 @@ ab: deps
 	$(MAKE) userspace
 	$(MAKE) install
 	test/vm/run --kernel $(AB_KERNEL) --timeout 1200 -- sh -c '\
-		test_mlock -c 100000 -m syscall,ioctl,eager,deferred,reclaim -r 3 && \
+		test_mlock -c 100000 -m syscall,ioctl,eager,deferred,reclaim,preload -r 5 && \
 		echo "# the 2011 without-patch column, at 2000 pairs:" && \
 		test_mlock -c 2000 -m syscall,legacy,ioctl -w 0'
 
