@@ -810,6 +810,65 @@ TEST_F(api, unlock_before_drain_cancels_moves)
 	munmap(m, NPAGES * PAGE);
 }
 
+/*
+ * Private anon pages locked in deferred mode wait as a run of the process;
+ * its work moves them defer_ms later, with no DRAIN and no further call.
+ */
+TEST_F(api, deferred_run_moves_after_defer_ms)
+{
+	struct mlockfast_stats s0, s1;
+	char *m;
+	long ue;
+
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 20));
+	m = anon(NPAGES, 1);
+	ASSERT_NE(NULL, m);
+	ue = meminfo_kb("Unevictable");
+	ASSERT_EQ(0, mlf_stats(&s0));
+	ASSERT_EQ(0, mlf_lock2(m, NPAGES * PAGE, MLOCKFAST_MODE_DEFERRED));
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	/* Ample: the work is due after 20 ms. */
+	for (int i = 0; i < 50 && meminfo_kb("Unevictable") < ue + KB(NPAGES); i++)
+		usleep(20000);
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(ue + KB(NPAGES), meminfo_kb("Unevictable"));
+	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, moves_applied));
+	EXPECT_EQ(0, STAT_DELTA(s0, s1, calls_drain));
+	EXPECT_EQ(0, mlf_unlock(m, NPAGES * PAGE));
+	drain_all();
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	munmap(m, NPAGES * PAGE);
+}
+
+/* An unlock of the middle of a run cancels just that part of it. */
+TEST_F(api, partial_unlock_trims_the_run)
+{
+	struct mlockfast_stats s0, s1;
+	char *m;
+	long ue;
+
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	m = anon(16, 1);
+	ASSERT_NE(NULL, m);
+	ue = meminfo_kb("Unevictable");
+	ASSERT_EQ(0, mlf_stats(&s0));
+	ASSERT_EQ(0, mlf_lock2(m, 16 * PAGE, MLOCKFAST_MODE_DEFERRED));
+	ASSERT_EQ(0, mlf_unlock(m + 4 * PAGE, 4 * PAGE));
+	ASSERT_EQ(0, mlf_drain());
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(16, STAT_DELTA(s0, s1, moves_queued));
+	EXPECT_EQ(4, STAT_DELTA(s0, s1, moves_cancelled));
+	EXPECT_EQ(12, STAT_DELTA(s0, s1, moves_applied));
+	EXPECT_EQ(ue + KB(12), meminfo_kb("Unevictable"));
+	EXPECT_EQ(self->mlocked + KB(12), meminfo_kb("Mlocked"));
+	EXPECT_EQ(0, mlf_unlock(m, 16 * PAGE));
+	drain_all();
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	munmap(m, 16 * PAGE);
+}
+
 /* Private anon pages mapped once are left for reclaim to cull. */
 TEST_F(api, reclaim_mode_moves_nothing)
 {
