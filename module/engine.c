@@ -245,30 +245,28 @@ static __always_inline struct mlf_batch *
 mlf_unlock_one(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio)
 {
 	/* Is the lock we undo still owed as a queued move?  Cancel it. */
-	bool queued = mlf_batch_cancel(b, folio);
-
-	if (!queued && c->remote && folio_test_mlocked(folio) &&
-	    !folio_test_unevictable(folio)) {
+	if (!mlf_batch_cancel(b, folio) && c->remote &&
+	    folio_test_mlocked(folio) && !folio_test_unevictable(folio)) {
 		/* Queued on the CPU this task ran on before. */
 		mlf_batch_put(b, false);
-		queued = mlf_batch_cancel_remote(folio);
+		mlf_batch_cancel_remote(folio);
 		b = mlf_batch_get();
 	}
-	if (queued) {
-		/* The lock undone was never paid to the kernel. */
-		if (!folio_test_unevictable(folio))
-			mlf_clear_mlocked(c, folio);
-		else if (!READ_ONCE(folio->mlock_count))
-			/* culled without a count: ours was the only lock */
-			mlf_to_kernel(c, folio);
-		return b;
-	}
-	if (folio_test_unevictable(folio)) {
-		/* Several VMAs may hold it: the kernel counts them down. */
+	/*
+	 * On the unevictable list the kernel counts the locks: count ours
+	 * down there, even if its move was still queued (cancelled above).
+	 * Such a folio was moved by reclaim (no count), by the kernel's own
+	 * mlock of it through another VMA (its count, and ours was never
+	 * added), or because the syscall undid our lock and redid it (then
+	 * the count is ours).  These cannot be told apart; counting down at
+	 * worst undercounts, which the kernel prefers to a page locked for
+	 * good (reclaim mends an undercount).  Off that list, nothing counted
+	 * our lock: just clear the flag.
+	 */
+	if (folio_test_unevictable(folio))
 		mlf_to_kernel(c, folio);
-		return b;
-	}
-	mlf_clear_mlocked(c, folio);
+	else
+		mlf_clear_mlocked(c, folio);
 	return b;
 }
 

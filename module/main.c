@@ -33,13 +33,17 @@ static char *debug_require_symbol;
 
 static int mlf_mode_set(const char *val, const struct kernel_param *kp)
 {
-	int i = sysfs_match_string(mlf_mode_names, val);
+	int i;
 
-	/* Legacy is for measurement only: never a default. */
-	if (i < MLF_EAGER || i == MLF_LEGACY)
-		return -EINVAL;
-	WRITE_ONCE(mlf_default_mode, i);
-	return 0;
+	/* Not sysfs_match_string(): it stops at the empty slot 0. */
+	for (i = MLF_EAGER; i < ARRAY_SIZE(mlf_mode_names); i++) {
+		/* Legacy is for measurement only: never a default. */
+		if (i != MLF_LEGACY && sysfs_streq(mlf_mode_names[i], val)) {
+			WRITE_ONCE(mlf_default_mode, i);
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 static int mlf_mode_get(char *buf, const struct kernel_param *kp)

@@ -104,6 +104,34 @@ TEST(unload_while_a_user_lives_on)
 	EXPECT_TRUE(loaded());
 }
 
+/* default_mode takes each mode but legacy, at load time and through sysfs. */
+TEST(default_mode_parameter)
+{
+	static const char * const modes[] = { "eager", "deferred", "reclaim" };
+	const char *p = "/sys/module/mlockfast/parameters/default_mode";
+	char want[16], *v;
+
+	ASSERT_EQ(0, run("rmmod mlockfast"));
+	ASSERT_EQ(0, run("modprobe mlockfast default_mode=eager"));
+	v = read_file(p);
+	EXPECT_TRUE(v && !strcmp(v, "eager\n")) TH_LOG("default_mode: %s", v);
+	free(v);
+	for (int i = 2; i >= 0; i--) {
+		EXPECT_EQ(0, run("echo %s > %s", modes[i], p));
+		v = read_file(p);
+		snprintf(want, sizeof(want), "%s\n", modes[i]);
+		EXPECT_TRUE(v && !strcmp(v, want)) TH_LOG("default_mode: %s", v);
+		free(v);
+	}
+	EXPECT_NE(0, run("echo legacy > %s 2>/dev/null", p));
+	EXPECT_NE(0, run("echo bogus > %s 2>/dev/null", p));
+	v = read_file(p);
+	EXPECT_TRUE(v && !strcmp(v, "eager\n")) TH_LOG("default_mode: %s", v);
+	free(v);
+	ASSERT_EQ(0, run("rmmod mlockfast"));
+	ASSERT_EQ(0, run("modprobe mlockfast"));
+}
+
 TEST(dev_mode_parameter)
 {
 	struct stat st;
