@@ -200,3 +200,35 @@ int dmesg_count(const char *needle)
 	free(t);
 	return n;
 }
+
+void mlocked_pages_report(void)
+{
+	char *maps = read_file("/proc/self/maps"), *l;
+	int pm = open("/proc/self/pagemap", O_RDONLY);
+	int kf = open("/proc/kpageflags", O_RDONLY);
+
+	for (l = maps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		unsigned long s, e, a;
+		int n = 0;
+
+		if (sscanf(l, "%lx-%lx", &s, &e) != 2 || s >= 0xffff800000000000UL)
+			continue;
+		for (a = s; a < e; a += 4096) {
+			uint64_t v, f;
+
+			/* present: PFN in bits 0-54; KPF_MLOCKED is bit 33 */
+			if (pread(pm, &v, 8, a / 4096 * 8) != 8 || !(v >> 63) ||
+			    pread(kf, &f, 8, (v & ((1ULL << 55) - 1)) * 8) != 8)
+				continue;
+			n += !!(f & (1ULL << 33));
+		}
+		if (n)
+			fprintf(stderr, "# %d PG_mlocked pages in %.*s\n", n,
+				(int)strcspn(l, "\n"), l);
+	}
+	if (pm >= 0)
+		close(pm);
+	if (kf >= 0)
+		close(kf);
+	free(maps);
+}

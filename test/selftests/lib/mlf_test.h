@@ -32,5 +32,7 @@ int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int dmesg_count(const char *needle);
 /* Remember the current end of the kernel log for dmesg_count(). */
 void dmesg_mark(void);
+/* On stderr: each VMA of this process holding PG_mlocked pages, and how many. */
+void mlocked_pages_report(void);
 
 #endif
