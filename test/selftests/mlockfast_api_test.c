@@ -91,27 +91,6 @@ static char *anon(size_t pages, int touch)
 	return p;
 }
 
-/* Sum of smaps Locked: over the VMAs meeting [lo, hi). */
-static long locked_kb(const void *lo, const void *hi)
-{
-	char *smaps = read_file("/proc/self/smaps"), *l;
-	unsigned long s, e;
-	long sum = 0;
-	int in = 0;
-
-	for (l = smaps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		if (sscanf(l, "%lx-%lx ", &s, &e) == 2 && strchr(l, ' ') &&
-		    strchr(l, '-') < strchr(l, ' ')) {
-			in = s < (unsigned long)hi && e > (unsigned long)lo;
-			continue;
-		}
-		if (in && !strncmp(l, "Locked:", 7))
-			sum += strtol(l + 7, NULL, 10);
-	}
-	free(smaps);
-	return sum;
-}
-
 /* Is the VMA holding @addr VM_LOCKED ("lo" in VmFlags)?  -1: no VMA. */
 static int vma_locked(const void *addr)
 {

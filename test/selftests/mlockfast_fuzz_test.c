@@ -21,7 +21,8 @@
  * MLF_FUZZ_CALLS scales the number of calls (default 1000000 in all),
  * MLF_FUZZ_PROFILE=1 adds the time spent in each command to the summary,
  * MLF_FUZZ_SYSCALLS_ONLY=1 makes the well-formed requests by syscalls only
- * (to tell a kernel quirk from a module bug).
+ * (to tell a kernel quirk from a module bug), MLF_FUZZ_MODE=0..4 uses that
+ * mode (0 default, 1 eager, 2 deferred, 3 reclaim, 4 legacy) in every call.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -113,6 +114,12 @@ struct fuzz {
 	int exact;		/* single thread: compare with the syscalls */
 	int profile;		/* MLF_FUZZ_PROFILE=1: time each command */
 	int sysonly;		/* MLF_FUZZ_SYSCALLS_ONLY=1: no ioctl for requests */
+	int mode;		/* MLF_FUZZ_MODE=n: always mode n (-1: random) */
+	int check_each;		/* MLF_FUZZ_CHECK_EACH=1: leak check after each call */
+	long trace_from;	/* MLF_FUZZ_TRACE=n: print the calls from the n-th */
+	int tracing;
+	int order;		/* MLF_FUZZ_ORDER: 0 ioctl first, 1 syscall first, -1 either */
+	char last[256];		/* the last call, for MLF_FUZZ_CHECK_EACH */
 	int fd;
 	char *text, *stack;	/* addresses outside the window, to lock too */
 	_Atomic long done, bad, seen[NCMDS + 1][64];
@@ -181,6 +188,8 @@ static void gen_range(struct seq_rng *r, __u64 *addr, __u64 *len)
 /* A mode: mostly a valid one, legacy (an all-CPU drain, slow) rarely. */
 static uint32_t gen_mode(struct seq_rng *r)
 {
+	if (fz.mode >= 0)
+		return fz.mode << MLOCKFAST_MODE_SHIFT;
 	if (seq_chance(r, 1, 40))
 		return (5 + seq_below(r, 3)) << MLOCKFAST_MODE_SHIFT;
 	if (seq_chance(r, 1, 4000))
@@ -474,6 +483,8 @@ static void one_call(struct seq_rng *r, long i, int exact)
 	/* Otherwise the same request by the system call, before or after. */
 	t0 = fz.profile ? seq_now() : 0;
 	sys_first = seq_chance(r, 1, 2);
+	if (fz.order >= 0)
+		sys_first = fz.order;
 	for (int pass = 0; pass < 2; pass++) {
 		if (pass != sys_first) {
 			if (exact && want < 0)
@@ -496,6 +507,15 @@ static void one_call(struct seq_rng *r, long i, int exact)
 	}
 	if (fz.profile)
 		fz.usec[ci] += (long)((seq_now() - t0) * 1e6);
+	if (fz.check_each || (fz.trace_from >= 0 && i >= fz.trace_from))
+		snprintf(fz.last, sizeof(fz.last),
+			 "%s where %s size %u flags %#x addr %#llx len %#llx count %u sys_first %d: errno %d",
+			 ci < NCMDS ? cmds[ci].name : "unknown", where_names[where],
+			 a.rg.size, a.rg.flags, (unsigned long long)a.rg.addr,
+			 (unsigned long long)a.rg.len, a.vec.count, sys_first, got);
+	fz.tracing = fz.trace_from >= 0 && i >= fz.trace_from;
+	if (fz.tracing)
+		fprintf(stderr, "# call %ld: %s\n", i, fz.last);
 	if (got > 63)
 		got = 63;
 	fz.seen[ci][got]++;
@@ -558,9 +578,15 @@ static void mutate(struct seq_rng *r)
 	unsigned long first = seq_below(r, WPAGES), n = 1 + seq_below(r, 4);
 	char *p = WIN + first * PAGE;
 
+	int op;
+
 	if (first + n > WPAGES)
 		n = WPAGES - first;
-	switch (seq_below(r, 6)) {
+	op = seq_below(r, 6);
+	if (fz.tracing)
+		fprintf(stderr, "# mutate %d (munmap, mmap, mprotect, dontneed, populate) pages %lu+%lu\n",
+			op, first, n);
+	switch (op) {
 	case 0:
 		munmap(p, n * PAGE);
 		break;
@@ -636,6 +662,81 @@ static int check_clean(long ml0, long ue0)
 	return ok;
 }
 
+/* MLF_FUZZ_TRACE: kpageflags of the pages of [lo, hi) (all, or mlocked only). */
+static void dump_pages(unsigned long lo, unsigned long hi, int mlocked_only)
+{
+	int pm = open("/proc/self/pagemap", O_RDONLY);
+	int kf = open("/proc/kpageflags", O_RDONLY);
+
+	for (unsigned long a = lo; a < hi; a += PAGE) {
+		uint64_t v, f;
+
+		if (pread(pm, &v, 8, a / PAGE * 8) != 8 || !(v >> 63) ||
+		    pread(kf, &f, 8, (v & ((1ULL << 55) - 1)) * 8) != 8)
+			continue;
+		if (mlocked_only && !(f & (1ULL << 33)))
+			continue;
+		/* KPF_ bits: 5 LRU, 18 UNEVICTABLE, 33 MLOCKED, 12 ANON */
+		fprintf(stderr, "#    page %#lx pfn %#llx%s%s%s%s\n", a,
+			(unsigned long long)(v & ((1ULL << 55) - 1)),
+			f & (1ULL << 5) ? " lru" : "", f & (1ULL << 18) ? " unevictable" : "",
+			f & (1ULL << 33) ? " mlocked" : "", f & (1ULL << 12) ? " anon" : "");
+	}
+	close(pm);
+	close(kf);
+}
+
+/* MLF_FUZZ_TRACE: the window's and the text's VMAs and pages. */
+static void dump_state(const char *label)
+{
+	char *smaps = read_file("/proc/self/smaps"), *l;
+	unsigned long s = 0, e = 0, t = (unsigned long)fz.text;
+	int in = 0;
+
+	fprintf(stderr, "# state %s\n", label);
+	for (l = smaps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (strchr(l, ' ') && strchr(l, '-') && strchr(l, '-') < strchr(l, ' ') &&
+		    sscanf(l, "%lx-%lx ", &s, &e) == 2) {
+			in = (s >= (unsigned long)WIN && s < (unsigned long)WIN + WPAGES * PAGE) ||
+			     (s <= t && t < e);
+			if (in)
+				fprintf(stderr, "#  %.*s\n", (int)strcspn(l, "\n"), l);
+		} else if (in && !strncmp(l, "VmFlags:", 8)) {
+			fprintf(stderr, "#   %.*s\n", (int)strcspn(l, "\n"), l);
+			dump_pages(s, e, !(s >= (unsigned long)WIN));
+		}
+	}
+	free(smaps);
+}
+
+/*
+ * MLF_FUZZ_CHECK_EACH: after each call, unlock everything (changing the
+ * run) and look for Mlocked left over: names the call that leaked.
+ */
+static void check_each(long i, long ml0)
+{
+	static char *at = (char *)0x330000000000UL;
+	char *maps;
+
+	if (!i) {
+		/* one CPU, so that its LRU and mlock batches are all there are */
+		seq_pin(0);
+		mmap(at, PAGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	}
+	munlockall();
+	ioctl(fz.fd, MLOCKFAST_IOC_DRAIN);
+	at = seq_local_drain(at, at == (char *)0x330000000000UL ?
+			     (char *)0x330000100000UL : (char *)0x330000000000UL);
+	if (meminfo_kb("Mlocked") == ml0)
+		return;
+	fprintf(stderr, "# call %ld leaked: %s; Mlocked %ld -> %ld kB\n", i,
+		fz.last, ml0, meminfo_kb("Mlocked"));
+	mlocked_pages_report();
+	maps = read_file("/proc/self/maps");
+	fprintf(stderr, "%s", maps);
+	_exit(1);
+}
+
 static void *racer(void *arg)
 {
 	long id = (long)arg;
@@ -690,13 +791,25 @@ static void fuzz_child(long calls, int threads, long limit, long ml0, long ue0)
 	fz.exact = !threads;
 	fz.profile = seq_env_long("MLF_FUZZ_PROFILE", 0);
 	fz.sysonly = seq_env_long("MLF_FUZZ_SYSCALLS_ONLY", 0);
+	fz.mode = seq_env_long("MLF_FUZZ_MODE", -1);
+	fz.check_each = seq_env_long("MLF_FUZZ_CHECK_EACH", 0);
+	fz.trace_from = seq_env_long("MLF_FUZZ_TRACE", -1);
+	fz.order = seq_env_long("MLF_FUZZ_ORDER", -1);
 	if (!threads) {
+		/* MLF_FUZZ_STOP=n: the same run cut after n calls (to bisect) */
+		calls = seq_env_long("MLF_FUZZ_STOP", calls);
 		for (long i = 0; i < calls; i++) {
 			one_call(&r, i, 1);
 			if (seq_chance(&r, 1, 32))
 				mutate(&r);
+			if (fz.check_each)
+				check_each(i, ml0);
+			if (fz.trace_from >= 0 && (i + 1 == fz.trace_from || i + 1 == calls))
+				dump_state(i + 1 == calls ? "at the end" : "before the trace");
 			/* Start over: the lockall, MCL_FUTURE and locks all gone. */
 			if (seq_chance(&r, 1, 4096)) {
+				if (fz.tracing)
+					fprintf(stderr, "# reset\n");
 				munlockall();
 				map_window();
 			}

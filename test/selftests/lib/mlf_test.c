@@ -19,6 +19,13 @@ int mlf_fd(void)
 	return fd;
 }
 
+void mlf_fd_close(void)
+{
+	if (fd >= 0)
+		close(fd);
+	fd = -1;
+}
+
 static int mlf_ioctl(unsigned long cmd, void *arg)
 {
 	int ret = ioctl(mlf_fd(), cmd, arg);
@@ -131,6 +138,35 @@ long meminfo_kb(const char *field)
 long status_kb(const char *field)
 {
 	return field_kb("/proc/self/status", field);
+}
+
+long proc_status_kb(int pid, const char *field)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	return field_kb(path, field);
+}
+
+/* Sum of smaps Locked: over the VMAs meeting [lo, hi). */
+long locked_kb(const void *lo, const void *hi)
+{
+	char *smaps = read_file("/proc/self/smaps"), *l;
+	unsigned long s, e;
+	long sum = 0;
+	int in = 0;
+
+	for (l = smaps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (sscanf(l, "%lx-%lx ", &s, &e) == 2 && strchr(l, ' ') &&
+		    strchr(l, '-') < strchr(l, ' ')) {
+			in = s < (unsigned long)hi && e > (unsigned long)lo;
+			continue;
+		}
+		if (in && !strncmp(l, "Locked:", 7))
+			sum += strtol(l + 7, NULL, 10);
+	}
+	free(smaps);
+	return sum;
 }
 
 long read_long(const char *path)

@@ -10,6 +10,8 @@
 
 /* The ioctls, returning 0 or -1 with errno exactly like the syscalls. */
 int mlf_fd(void);
+/* Close it (before an rmmod); mlf_fd() opens it again. */
+void mlf_fd_close(void);
 int mlf_lock2(const void *addr, size_t len, unsigned int flags);
 int mlf_unlock(const void *addr, size_t len);
 int mlf_unlock_mode(const void *addr, size_t len, unsigned int mode);
@@ -20,8 +22,11 @@ int mlf_stats(struct mlockfast_stats *s);
 
 /* A kB field of /proc/meminfo, after folding the per-CPU counters. */
 long meminfo_kb(const char *field);
-/* A kB field of /proc/self/status (e.g. "VmLck"). */
+/* A kB field of /proc/self/status (e.g. "VmLck"), or of another process. */
 long status_kb(const char *field);
+long proc_status_kb(int pid, const char *field);
+/* Sum of smaps Locked: over this process's VMAs meeting [lo, hi). */
+long locked_kb(const void *lo, const void *hi);
 /* Read a whole file into a malloc'd NUL-terminated buffer. */
 char *read_file(const char *path);
 /* Read a sysfs/module parameter as a long; -1 if absent. */
