@@ -114,25 +114,6 @@ static int vma_locked(const void *addr)
 	return ret;
 }
 
-/* A counter of /proc/vmstat, or -1. */
-static long vmstat(const char *name)
-{
-	char *vm = read_file("/proc/vmstat"), *p = vm;
-	size_t len = strlen(name);
-	long v = -1;
-
-	while (p && *p) {
-		if (!strncmp(p, name, len) && p[len] == ' ') {
-			v = strtol(p + len + 1, NULL, 10);
-			break;
-		}
-		p = strchr(p, '\n');
-		p = p ? p + 1 : NULL;
-	}
-	free(vm);
-	return v;
-}
-
 static int vec_call(unsigned long cmd, const struct mlockfast_iovec *iov,
 		    unsigned int count, unsigned int flags, unsigned int *done)
 {

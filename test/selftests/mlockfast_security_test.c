@@ -19,7 +19,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -414,41 +413,8 @@ TEST_F(sec, relaxed_dev_mode_grants_no_more_than_mlock)
 	EXPECT_EQ(0600, s.st_mode & 07777);
 }
 
-#define CG_ROOT	"/sys/fs/cgroup"
 #define CG	CG_ROOT "/mlf-sec"
 #define CG_MAX	(8L << 20)
-
-static int write_str(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY), ok;
-
-	if (fd < 0)
-		return -1;
-	ok = write(fd, s, strlen(s)) == (ssize_t)strlen(s);
-	close(fd);
-	return ok ? 0 : -1;
-}
-
-/* cgroup v2 with the memory controller, mounted if need be (*mounted). */
-static int cgroup_ready(int *mounted)
-{
-	char *ctl = read_file(CG_ROOT "/cgroup.controllers");
-	int ok;
-
-	*mounted = 0;
-	if (!ctl) {
-		mkdir(CG_ROOT, 0755);
-		if (mount("none", CG_ROOT, "cgroup2", 0, NULL))
-			return -1;
-		*mounted = 1;
-		ctl = read_file(CG_ROOT "/cgroup.controllers");
-	}
-	ok = ctl && strstr(ctl, "memory");
-	free(ctl);
-	if (!ok || write_str(CG_ROOT "/cgroup.subtree_control", "+memory"))
-		return -1;
-	return 0;
-}
 
 /*
  * In a fresh child of a fresh cgroup with memory.max 8 MiB (no swap in
@@ -464,7 +430,7 @@ static void cg_outcome(unsigned int how, size_t sz, char *out, size_t len)
 	pid_t c;
 
 	rmdir(CG);
-	if (mkdir(CG, 0755) || write_str(CG "/memory.max", "8M") || pipe(pfd)) {
+	if (mkdir(CG, 0755) || write_file_str(CG "/memory.max", "8M") || pipe(pfd)) {
 		snprintf(out, len, "setup: %s", strerror(errno));
 		return;
 	}
@@ -474,7 +440,7 @@ static void cg_outcome(unsigned int how, size_t sz, char *out, size_t len)
 		int r[2];
 
 		snprintf(pid, sizeof(pid), "%d", getpid());
-		if (write_str(CG "/cgroup.procs", pid))
+		if (write_file_str(CG "/cgroup.procs", pid))
 			_exit(50);
 		m = mmap(NULL, sz, RW, ANON, -1, 0);
 		if (m == MAP_FAILED)
@@ -516,7 +482,7 @@ TEST_F_TIMEOUT(sec, cgroup_memory_max_holds, 120)
 	int mounted;
 
 	ASSERT_LE(0, mlf_fd());
-	ASSERT_EQ(0, cgroup_ready(&mounted)) TH_LOG("no cgroup v2 memory controller");
+	ASSERT_EQ(0, cgroup2_memory_ready(&mounted)) TH_LOG("no cgroup v2 memory controller");
 	for (size_t j = 0; j < sizeof(sizes) / sizeof(sizes[0]); j++) {
 		cg_outcome(0, sizes[j], want, sizeof(want));
 		TH_LOG("mlock(2) of %zu MiB under memory.max 8M: %s",
@@ -530,10 +496,7 @@ TEST_F_TIMEOUT(sec, cgroup_memory_max_holds, 120)
 			EXPECT_STREQ(want, got) TH_LOG("mode %#x", how[i]);
 		}
 	}
-	if (mounted) {
-		write_str(CG_ROOT "/cgroup.subtree_control", "-memory");
-		umount(CG_ROOT);
-	}
+	cgroup2_memory_done(mounted);
 }
 
 TEST_HARNESS_MAIN

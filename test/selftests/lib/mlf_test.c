@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "mlf_test.h"
@@ -267,4 +269,62 @@ void mlocked_pages_report(void)
 	if (kf >= 0)
 		close(kf);
 	free(maps);
+}
+
+int write_file_str(const char *path, const char *s)
+{
+	int f = open(path, O_WRONLY), ok;
+
+	if (f < 0)
+		return -1;
+	ok = write(f, s, strlen(s)) == (ssize_t)strlen(s);
+	close(f);
+	return ok ? 0 : -1;
+}
+
+int cgroup2_memory_ready(int *mounted)
+{
+	char *ctl = read_file(CG_ROOT "/cgroup.controllers");
+	int ok;
+
+	*mounted = 0;
+	if (!ctl) {
+		mkdir(CG_ROOT, 0755);
+		if (mount("none", CG_ROOT, "cgroup2", 0, NULL))
+			return -1;
+		*mounted = 1;
+		ctl = read_file(CG_ROOT "/cgroup.controllers");
+	}
+	ok = ctl && strstr(ctl, "memory");
+	free(ctl);
+	if (!ok || write_file_str(CG_ROOT "/cgroup.subtree_control", "+memory"))
+		return -1;
+	return 0;
+}
+
+void cgroup2_memory_done(int mounted)
+{
+	if (mounted) {
+		write_file_str(CG_ROOT "/cgroup.subtree_control", "-memory");
+		umount(CG_ROOT);
+	}
+}
+
+/* A counter of /proc/vmstat, or -1. */
+long vmstat(const char *name)
+{
+	char *vm = read_file("/proc/vmstat"), *p = vm;
+	size_t len = strlen(name);
+	long v = -1;
+
+	while (p && *p) {
+		if (!strncmp(p, name, len) && p[len] == ' ') {
+			v = strtol(p + len + 1, NULL, 10);
+			break;
+		}
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	free(vm);
+	return v;
 }

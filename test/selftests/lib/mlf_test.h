@@ -27,6 +27,8 @@ long status_kb(const char *field);
 long proc_status_kb(int pid, const char *field);
 /* Sum of smaps Locked: over this process's VMAs meeting [lo, hi). */
 long locked_kb(const void *lo, const void *hi);
+/* A counter of /proc/vmstat, or -1. */
+long vmstat(const char *name);
 /* Read a whole file into a malloc'd NUL-terminated buffer. */
 char *read_file(const char *path);
 /* Read a sysfs/module parameter as a long; -1 if absent. */
@@ -39,5 +41,15 @@ int dmesg_count(const char *needle);
 void dmesg_mark(void);
 /* On stderr: each VMA of this process holding PG_mlocked pages, and how many. */
 void mlocked_pages_report(void);
+
+/* Write @s to @path; 0 or -1. */
+int write_file_str(const char *path, const char *s);
+
+#define CG_ROOT	"/sys/fs/cgroup"
+/* cgroup v2 at CG_ROOT with the memory controller enabled for children,
+ * mounted if it was not (*mounted); 0 or -1. */
+int cgroup2_memory_ready(int *mounted);
+/* Undo what cgroup2_memory_ready() did if it mounted. */
+void cgroup2_memory_done(int mounted);
 
 #endif
