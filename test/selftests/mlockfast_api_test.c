@@ -129,36 +129,6 @@ static int vec_call(unsigned long cmd, const struct mlockfast_iovec *iov,
 
 #define STAT_DELTA(a, b, f)	((long)((b).f - (a).f))
 
-/* On a leak: which of our VMAs still hold PG_mlocked pages. */
-static void show_mlocked_pages(struct __test_metadata *_metadata)
-{
-	char *maps = read_file("/proc/self/maps"), *l;
-	int pm = open("/proc/self/pagemap", O_RDONLY);
-	int kf = open("/proc/kpageflags", O_RDONLY);
-
-	for (l = maps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		unsigned long s, e, a;
-		int n = 0;
-
-		if (sscanf(l, "%lx-%lx", &s, &e) != 2 || s >= 0xffff800000000000UL)
-			continue;
-		for (a = s; a < e; a += PAGE) {
-			uint64_t v, f;
-
-			if (pread(pm, &v, 8, a / PAGE * 8) != 8 || !(v >> 63) ||
-			    pread(kf, &f, 8, (v & ((1ULL << 55) - 1)) * 8) != 8)
-				continue;
-			n += !!(f & (1ULL << 33));
-		}
-		if (n)
-			TH_LOG("%d PG_mlocked pages in %.*s", n,
-			       (int)strcspn(l, "\n"), l);
-	}
-	close(pm);
-	close(kf);
-	free(maps);
-}
-
 FIXTURE(api) {
 	long mlocked, unevictable, vmlck, defer_ms;
 };
@@ -193,7 +163,7 @@ FIXTURE_TEARDOWN(api)
 	EXPECT_EQ(self->mlocked, meminfo_kb("Mlocked"));
 	EXPECT_EQ(self->unevictable, meminfo_kb("Unevictable"));
 	if (self->mlocked != meminfo_kb("Mlocked"))
-		show_mlocked_pages(_metadata);
+		mlocked_pages_report();
 }
 
 TEST_F(api, lockv_done_counts_every_range)

@@ -77,6 +77,14 @@ static int unlock_fd(int fd, void *p, size_t len)
 	return ioctl(fd, MLOCKFAST_IOC_UNLOCK, &r) ? errno : 0;
 }
 
+/* Lock @p's NPAGES through @fd (deferred): this process has them locked, 0. */
+static int lock_own(int fd, char *p)
+{
+	return lock_fd(fd, p, NPAGES * PAGE, MLOCKFAST_MODE_DEFERRED) ||
+	       status_kb("VmLck") != KB(NPAGES) ||
+	       locked_kb(p, p + NPAGES * PAGE) != KB(NPAGES);
+}
+
 /* NPAGES touched pages at SHARED_VA, or NULL. */
 static char *map_shared_va(void)
 {
@@ -105,35 +113,46 @@ static char hear(int fd)
 	return c;
 }
 
+/* A one-byte message with room for one descriptor. */
+struct fd_msg {
+	char cbuf[CMSG_SPACE(sizeof(int))], b;
+	struct iovec io;
+	struct msghdr m;
+};
+
+static void fd_msg_init(struct fd_msg *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->b = 'f';
+	x->io = (struct iovec) { &x->b, 1 };
+	x->m = (struct msghdr) {
+		.msg_iov = &x->io, .msg_iovlen = 1,
+		.msg_control = x->cbuf, .msg_controllen = sizeof(x->cbuf),
+	};
+}
+
 static int send_fd(int sock, int fd)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 }, b = 'f';
-	struct iovec io = { &b, 1 };
-	struct msghdr m = {
-		.msg_iov = &io, .msg_iovlen = 1,
-		.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	struct fd_msg x;
+	struct cmsghdr *c;
 
+	fd_msg_init(&x);
+	c = CMSG_FIRSTHDR(&x.m);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
+	return sendmsg(sock, &x.m, 0) == 1 ? 0 : -1;
 }
 
 static int recv_fd(int sock)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))], b;
-	struct iovec io = { &b, 1 };
-	struct msghdr m = {
-		.msg_iov = &io, .msg_iovlen = 1,
-		.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
-	};
+	struct fd_msg x;
 	struct cmsghdr *c;
 	int fd;
 
-	if (recvmsg(sock, &m, 0) != 1 || !(c = CMSG_FIRSTHDR(&m)) ||
+	fd_msg_init(&x);
+	if (recvmsg(sock, &x.m, 0) != 1 || !(c = CMSG_FIRSTHDR(&x.m)) ||
 	    c->cmsg_type != SCM_RIGHTS)
 		return -1;
 	memcpy(&fd, CMSG_DATA(c), sizeof(int));
@@ -167,11 +186,8 @@ TEST_F(sec, fd_inherited_across_fork_acts_on_the_caller)
 		/* fork does not inherit locks: the child starts at 0 */
 		if (status_kb("VmLck") != 0)
 			_exit(10);
-		if (lock_fd(fd, p, NPAGES * PAGE, MLOCKFAST_MODE_DEFERRED))
+		if (lock_own(fd, p))
 			_exit(11);
-		if (status_kb("VmLck") != KB(NPAGES) ||
-		    locked_kb(p, p + NPAGES * PAGE) != KB(NPAGES))
-			_exit(12);
 		say(up[1], 'l');
 		hear(down[0]);
 		/* the parent's lock through the same file did not touch us */
@@ -222,11 +238,8 @@ TEST_F(sec, fd_passed_by_scm_rights_acts_on_the_receiver)
 		/* go when the opener has exited */
 		if (hear(sv[1]) != 'x')
 			_exit(25);
-		if (lock_fd(fd, p, NPAGES * PAGE, MLOCKFAST_MODE_DEFERRED))
+		if (lock_own(fd, p))
 			_exit(21);
-		if (status_kb("VmLck") != KB(NPAGES) ||
-		    locked_kb(p, p + NPAGES * PAGE) != KB(NPAGES))
-			_exit(22);
 		say(up[1], 'l');
 		hear(sv[1]);
 		if (unlock_fd(fd, p, NPAGES * PAGE) || status_kb("VmLck"))
