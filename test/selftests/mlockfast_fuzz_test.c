@@ -919,13 +919,13 @@ TEST_F_TIMEOUT(fuzz, single_thread_rlimit, 300)
 
 TEST_F_TIMEOUT(fuzz, single_thread_rlimit_zero, 300)
 {
-	fuzz(_metadata, share(20), 0, 0);
+	fuzz(_metadata, share(30), 0, 0);
 }
 
 /* Threads on one window while another thread changes it. */
 TEST_F_TIMEOUT(fuzz, threads_racing_munmap_mprotect, 300)
 {
-	fuzz(_metadata, share(40), 3, -1);
+	fuzz(_metadata, share(30), 3, -1);
 }
 
 TEST_HARNESS_MAIN
