@@ -6,6 +6,10 @@
 # "modprobe mlockfast default_mode=eager".  (mlockfast_module_test only
 # checks that legacy is refused, which this makes pass for the wrong reason.)
 #
+# Reproduced on 6.1 and 6.12 with the module installed until 2026-11-30
+# 00:27 UTC; the module installed then has a fix ("Not sysfs_match_string()")
+# and passes.
+#
 # usage: docs/repro/default-mode-param.sh [6.1|6.12]   (exit 0: reproduced)
 set -u
 cd "$(dirname "$0")/../.." || exit 2
