@@ -91,27 +91,6 @@ static char *anon(size_t pages, int touch)
 	return p;
 }
 
-/* Sum of smaps Locked: over the VMAs meeting [lo, hi). */
-static long locked_kb(const void *lo, const void *hi)
-{
-	char *smaps = read_file("/proc/self/smaps"), *l;
-	unsigned long s, e;
-	long sum = 0;
-	int in = 0;
-
-	for (l = smaps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		if (sscanf(l, "%lx-%lx ", &s, &e) == 2 && strchr(l, ' ') &&
-		    strchr(l, '-') < strchr(l, ' ')) {
-			in = s < (unsigned long)hi && e > (unsigned long)lo;
-			continue;
-		}
-		if (in && !strncmp(l, "Locked:", 7))
-			sum += strtol(l + 7, NULL, 10);
-	}
-	free(smaps);
-	return sum;
-}
-
 /* Is the VMA holding @addr VM_LOCKED ("lo" in VmFlags)?  -1: no VMA. */
 static int vma_locked(const void *addr)
 {
@@ -135,25 +114,6 @@ static int vma_locked(const void *addr)
 	return ret;
 }
 
-/* A counter of /proc/vmstat, or -1. */
-static long vmstat(const char *name)
-{
-	char *vm = read_file("/proc/vmstat"), *p = vm;
-	size_t len = strlen(name);
-	long v = -1;
-
-	while (p && *p) {
-		if (!strncmp(p, name, len) && p[len] == ' ') {
-			v = strtol(p + len + 1, NULL, 10);
-			break;
-		}
-		p = strchr(p, '\n');
-		p = p ? p + 1 : NULL;
-	}
-	free(vm);
-	return v;
-}
-
 static int vec_call(unsigned long cmd, const struct mlockfast_iovec *iov,
 		    unsigned int count, unsigned int flags, unsigned int *done)
 {
@@ -168,36 +128,6 @@ static int vec_call(unsigned long cmd, const struct mlockfast_iovec *iov,
 }
 
 #define STAT_DELTA(a, b, f)	((long)((b).f - (a).f))
-
-/* On a leak: which of our VMAs still hold PG_mlocked pages. */
-static void show_mlocked_pages(struct __test_metadata *_metadata)
-{
-	char *maps = read_file("/proc/self/maps"), *l;
-	int pm = open("/proc/self/pagemap", O_RDONLY);
-	int kf = open("/proc/kpageflags", O_RDONLY);
-
-	for (l = maps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		unsigned long s, e, a;
-		int n = 0;
-
-		if (sscanf(l, "%lx-%lx", &s, &e) != 2 || s >= 0xffff800000000000UL)
-			continue;
-		for (a = s; a < e; a += PAGE) {
-			uint64_t v, f;
-
-			if (pread(pm, &v, 8, a / PAGE * 8) != 8 || !(v >> 63) ||
-			    pread(kf, &f, 8, (v & ((1ULL << 55) - 1)) * 8) != 8)
-				continue;
-			n += !!(f & (1ULL << 33));
-		}
-		if (n)
-			TH_LOG("%d PG_mlocked pages in %.*s", n,
-			       (int)strcspn(l, "\n"), l);
-	}
-	close(pm);
-	close(kf);
-	free(maps);
-}
 
 FIXTURE(api) {
 	long mlocked, unevictable, vmlck, defer_ms;
@@ -233,7 +163,7 @@ FIXTURE_TEARDOWN(api)
 	EXPECT_EQ(self->mlocked, meminfo_kb("Mlocked"));
 	EXPECT_EQ(self->unevictable, meminfo_kb("Unevictable"));
 	if (self->mlocked != meminfo_kb("Mlocked"))
-		show_mlocked_pages(_metadata);
+		mlocked_pages_report();
 }
 
 TEST_F(api, lockv_done_counts_every_range)

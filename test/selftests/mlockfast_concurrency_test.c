@@ -387,25 +387,6 @@ static int page_mlocked(const void *p)
 	return ret;
 }
 
-/* A counter of /proc/vmstat, or -1. */
-static long vmstat_read(const char *name)
-{
-	char *vm = read_file("/proc/vmstat"), *p = vm;
-	size_t len = strlen(name);
-	long v = -1;
-
-	while (p && *p) {
-		if (!strncmp(p, name, len) && p[len] == ' ') {
-			v = strtol(p + len + 1, NULL, 10);
-			break;
-		}
-		p = strchr(p, '\n');
-		p = p ? p + 1 : NULL;
-	}
-	free(vm);
-	return v;
-}
-
 #define D(f)	((long)(s1.f - s0.f))
 
 /*
@@ -587,7 +568,7 @@ TEST(stress_threads_and_processes)
 	drain_everything();
 	ml0 = meminfo_kb("Mlocked");
 	ue0 = meminfo_kb("Unevictable");
-	cleared0 = vmstat_read("unevictable_pgs_cleared");
+	cleared0 = vmstat("unevictable_pgs_cleared");
 	ASSERT_EQ(0, mlf_stats(&s0));
 
 	fflush(NULL);
@@ -611,7 +592,7 @@ TEST(stress_threads_and_processes)
 	drain_everything();
 	ASSERT_EQ(0, mlf_stats(&s1));
 	TH_LOG("%d stray mlocked pages of the stress binary, %ld pages freed still mlocked",
-	       stray, vmstat_read("unevictable_pgs_cleared") - cleared0);
+	       stray, vmstat("unevictable_pgs_cleared") - cleared0);
 	/* Everything gone: nothing may stay locked or unevictable. */
 	EXPECT_EQ(ml0, meminfo_kb("Mlocked"));
 	EXPECT_EQ(ue0, meminfo_kb("Unevictable"));

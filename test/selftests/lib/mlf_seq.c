@@ -313,3 +313,22 @@ double seq_now(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
+
+uint64_t seq_seed(void)
+{
+	const char *s = getenv("MLF_SEED");
+	struct timespec ts;
+
+	if (s && *s)
+		return strtoull(s, NULL, 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return seq_mix((uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec,
+		       (uint64_t)getpid());
+}
+
+long seq_env_long(const char *name, long dflt)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strtol(v, NULL, 0) : dflt;
+}

@@ -69,4 +69,9 @@ void seq_window_state(struct seq_buf *out, unsigned long lo, unsigned long hi,
 /* Monotonic seconds. */
 double seq_now(void);
 
+/* The seed of a random test: MLF_SEED if set (to replay), else fresh. */
+uint64_t seq_seed(void);
+/* A numeric environment variable, or @dflt when unset or empty. */
+long seq_env_long(const char *name, long dflt);
+
 #endif

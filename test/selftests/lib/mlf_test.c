@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "mlf_test.h"
@@ -17,6 +19,13 @@ int mlf_fd(void)
 	if (fd < 0)
 		fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
 	return fd;
+}
+
+void mlf_fd_close(void)
+{
+	if (fd >= 0)
+		close(fd);
+	fd = -1;
 }
 
 static int mlf_ioctl(unsigned long cmd, void *arg)
@@ -133,6 +142,35 @@ long status_kb(const char *field)
 	return field_kb("/proc/self/status", field);
 }
 
+long proc_status_kb(int pid, const char *field)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	return field_kb(path, field);
+}
+
+/* Sum of smaps Locked: over the VMAs meeting [lo, hi). */
+long locked_kb(const void *lo, const void *hi)
+{
+	char *smaps = read_file("/proc/self/smaps"), *l;
+	unsigned long s, e;
+	long sum = 0;
+	int in = 0;
+
+	for (l = smaps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (sscanf(l, "%lx-%lx ", &s, &e) == 2 && strchr(l, ' ') &&
+		    strchr(l, '-') < strchr(l, ' ')) {
+			in = s < (unsigned long)hi && e > (unsigned long)lo;
+			continue;
+		}
+		if (in && !strncmp(l, "Locked:", 7))
+			sum += strtol(l + 7, NULL, 10);
+	}
+	free(smaps);
+	return sum;
+}
+
 long read_long(const char *path)
 {
 	char *buf = read_file(path);
@@ -208,4 +246,94 @@ int dmesg_count(const char *needle)
 	}
 	free(t);
 	return n;
+}
+
+void mlocked_pages_report(void)
+{
+	char *maps = read_file("/proc/self/maps"), *l;
+	int pm = open("/proc/self/pagemap", O_RDONLY);
+	int kf = open("/proc/kpageflags", O_RDONLY);
+
+	for (l = maps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		unsigned long s, e, a;
+		int n = 0;
+
+		if (sscanf(l, "%lx-%lx", &s, &e) != 2 || s >= 0xffff800000000000UL)
+			continue;
+		for (a = s; a < e; a += 4096) {
+			uint64_t v, f;
+
+			/* present: PFN in bits 0-54; KPF_MLOCKED is bit 33 */
+			if (pread(pm, &v, 8, a / 4096 * 8) != 8 || !(v >> 63) ||
+			    pread(kf, &f, 8, (v & ((1ULL << 55) - 1)) * 8) != 8)
+				continue;
+			n += !!(f & (1ULL << 33));
+		}
+		if (n)
+			fprintf(stderr, "# %d PG_mlocked pages in %.*s\n", n,
+				(int)strcspn(l, "\n"), l);
+	}
+	if (pm >= 0)
+		close(pm);
+	if (kf >= 0)
+		close(kf);
+	free(maps);
+}
+
+int write_file_str(const char *path, const char *s)
+{
+	int f = open(path, O_WRONLY), ok;
+
+	if (f < 0)
+		return -1;
+	ok = write(f, s, strlen(s)) == (ssize_t)strlen(s);
+	close(f);
+	return ok ? 0 : -1;
+}
+
+int cgroup2_memory_ready(int *mounted)
+{
+	char *ctl = read_file(CG_ROOT "/cgroup.controllers");
+	int ok;
+
+	*mounted = 0;
+	if (!ctl) {
+		mkdir(CG_ROOT, 0755);
+		if (mount("none", CG_ROOT, "cgroup2", 0, NULL))
+			return -1;
+		*mounted = 1;
+		ctl = read_file(CG_ROOT "/cgroup.controllers");
+	}
+	ok = ctl && strstr(ctl, "memory");
+	free(ctl);
+	if (!ok || write_file_str(CG_ROOT "/cgroup.subtree_control", "+memory"))
+		return -1;
+	return 0;
+}
+
+void cgroup2_memory_done(int mounted)
+{
+	if (mounted) {
+		write_file_str(CG_ROOT "/cgroup.subtree_control", "-memory");
+		umount(CG_ROOT);
+	}
+}
+
+/* A counter of /proc/vmstat, or -1. */
+long vmstat(const char *name)
+{
+	char *vm = read_file("/proc/vmstat"), *p = vm;
+	size_t len = strlen(name);
+	long v = -1;
+
+	while (p && *p) {
+		if (!strncmp(p, name, len) && p[len] == ' ') {
+			v = strtol(p + len + 1, NULL, 10);
+			break;
+		}
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	free(vm);
+	return v;
 }

@@ -10,6 +10,8 @@
 
 /* The ioctls, returning 0 or -1 with errno exactly like the syscalls. */
 int mlf_fd(void);
+/* Close it (before an rmmod); mlf_fd() opens it again. */
+void mlf_fd_close(void);
 int mlf_lock2(const void *addr, size_t len, unsigned int flags);
 int mlf_unlock(const void *addr, size_t len);
 int mlf_unlock_mode(const void *addr, size_t len, unsigned int mode);
@@ -20,8 +22,13 @@ int mlf_stats(struct mlockfast_stats *s);
 
 /* A kB field of /proc/meminfo, after folding the per-CPU counters. */
 long meminfo_kb(const char *field);
-/* A kB field of /proc/self/status (e.g. "VmLck"). */
+/* A kB field of /proc/self/status (e.g. "VmLck"), or of another process. */
 long status_kb(const char *field);
+long proc_status_kb(int pid, const char *field);
+/* Sum of smaps Locked: over this process's VMAs meeting [lo, hi). */
+long locked_kb(const void *lo, const void *hi);
+/* A counter of /proc/vmstat, or -1. */
+long vmstat(const char *name);
 /* Read a whole file into a malloc'd NUL-terminated buffer. */
 char *read_file(const char *path);
 /* Read a sysfs/module parameter as a long; -1 if absent. */
@@ -34,5 +41,17 @@ int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int dmesg_count(const char *needle);
 /* Remember the current end of the kernel log for dmesg_count(). */
 void dmesg_mark(void);
+/* On stderr: each VMA of this process holding PG_mlocked pages, and how many. */
+void mlocked_pages_report(void);
+
+/* Write @s to @path; 0 or -1. */
+int write_file_str(const char *path, const char *s);
+
+#define CG_ROOT	"/sys/fs/cgroup"
+/* cgroup v2 at CG_ROOT with the memory controller enabled for children,
+ * mounted if it was not (*mounted); 0 or -1. */
+int cgroup2_memory_ready(int *mounted);
+/* Undo what cgroup2_memory_ready() did if it mounted. */
+void cgroup2_memory_done(int mounted);
 
 #endif
