@@ -233,16 +233,23 @@ bool mlf_batch_push(struct mlf_batch *b, struct folio *folio,
 	return true;
 }
 
-/* Take back the mlock @folio owes, if this batch queued one. */
-bool mlf_batch_cancel(struct mlf_batch *b, struct folio *folio)
+/*
+ * Take back the mlock @folio owes, if this batch queued one: was it taken
+ * through @owner's mapping at @addr (the lock being undone) or another?
+ */
+int mlf_batch_cancel(struct mlf_batch *b, struct folio *folio,
+		     struct mlf_mm *owner, unsigned long addr)
 {
 	struct mlf_entry *e = mlf_find(b, folio);
+	int how;
 
 	if (!e || !e->live)
-		return false;
+		return MLF_CANCEL_NONE;
+	how = e->owner == owner && e->addr == addr ? MLF_CANCEL_SAME :
+						     MLF_CANCEL_OTHER;
 	mlf_count(moves_cancelled, 1);
 	mlf_kill(b, e);
-	return true;
+	return how;
 }
 
 static bool mlf_cpu_pending(int cpu)
@@ -251,10 +258,10 @@ static bool mlf_cpu_pending(int cpu)
 }
 
 /* mlf_batch_cancel() on the other CPUs' batches; call with none held. */
-bool mlf_batch_cancel_remote(struct folio *folio)
+int mlf_batch_cancel_remote(struct folio *folio, struct mlf_mm *owner,
+			    unsigned long addr)
 {
-	int cpu, self = raw_smp_processor_id();
-	bool found = false;
+	int cpu, self = raw_smp_processor_id(), found = MLF_CANCEL_NONE;
 
 	for_each_possible_cpu(cpu) {
 		struct mlf_batch *b = mlf_batches[cpu];
@@ -262,7 +269,7 @@ bool mlf_batch_cancel_remote(struct folio *folio)
 		if (cpu == self || !mlf_cpu_pending(cpu))
 			continue;
 		spin_lock(&b->lock);
-		found = mlf_batch_cancel(b, folio);
+		found = mlf_batch_cancel(b, folio, owner, addr);
 		spin_unlock(&b->lock);
 		if (found)
 			break;

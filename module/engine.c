@@ -242,31 +242,37 @@ static __always_inline void mlf_clear_mlocked(struct mlf_ctx *c, struct folio *f
 }
 
 static __always_inline struct mlf_batch *
-mlf_unlock_one(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio)
+mlf_unlock_one(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
+	       unsigned long addr)
 {
-	/* Is the lock we undo still owed as a queued move?  Cancel it. */
-	if (!mlf_batch_cancel(b, folio) && c->remote &&
-	    folio_test_mlocked(folio) && !folio_test_unevictable(folio)) {
+	/* Is a lock of it still owed as a queued move?  Cancel that. */
+	int queued = mlf_batch_cancel(b, folio, c->owner, addr);
+
+	if (!queued && c->remote && folio_test_mlocked(folio) &&
+	    !folio_test_unevictable(folio)) {
 		/* Queued on the CPU this task ran on before. */
 		mlf_batch_put(b, false);
-		mlf_batch_cancel_remote(folio);
+		queued = mlf_batch_cancel_remote(folio, c->owner, addr);
 		b = mlf_batch_get();
 	}
-	/*
-	 * On the unevictable list the kernel counts the locks: count ours
-	 * down there, even if its move was still queued (cancelled above).
-	 * Such a folio was moved by reclaim (no count), by the kernel's own
-	 * mlock of it through another VMA (its count, and ours was never
-	 * added), or because the syscall undid our lock and redid it (then
-	 * the count is ours).  These cannot be told apart; counting down at
-	 * worst undercounts, which the kernel prefers to a page locked for
-	 * good (reclaim mends an undercount).  Off that list, nothing counted
-	 * our lock: just clear the flag.
-	 */
-	if (folio_test_unevictable(folio))
-		mlf_to_kernel(c, folio);
-	else
+	if (!folio_test_unevictable(folio)) {
+		/* Off the unevictable list nothing counted it: clear the flag. */
 		mlf_clear_mlocked(c, folio);
+		return b;
+	}
+	/*
+	 * The kernel counts the locks of a folio on the unevictable list.  A
+	 * queued lock taken through another mapping stood for one of those
+	 * locks and is gone instead of ours, which the count holds: unless
+	 * reclaim moved the folio with no count at all.  A queued lock taken
+	 * through this very mapping is the one undone, but the folio was
+	 * moved since: by reclaim, by another mapping's lock (counted), or by
+	 * the syscall undoing and redoing this lock (counted, and then ours to
+	 * count down).  Those cannot be told apart; counting down at worst
+	 * undercounts, which the kernel prefers to a page locked for good.
+	 */
+	if (queued != MLF_CANCEL_OTHER || !READ_ONCE(folio->mlock_count))
+		mlf_to_kernel(c, folio);
 	return b;
 }
 
@@ -276,7 +282,7 @@ mlf_folio_op(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
 {
 	if (c->lock)
 		return mlf_lock_one(c, b, folio, addr);
-	return mlf_unlock_one(c, b, folio);
+	return mlf_unlock_one(c, b, folio, addr);
 }
 
 static void mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,

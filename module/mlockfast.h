@@ -64,9 +64,12 @@ struct mlf_batch *mlf_batch_get(void);
 void mlf_batch_put(struct mlf_batch *b, bool deferred);
 bool mlf_batch_push(struct mlf_batch *b, struct folio *folio,
 		    struct mlf_mm *owner, unsigned long addr);
-bool mlf_batch_cancel(struct mlf_batch *b, struct folio *folio);
+enum { MLF_CANCEL_NONE, MLF_CANCEL_OTHER, MLF_CANCEL_SAME };
+int mlf_batch_cancel(struct mlf_batch *b, struct folio *folio,
+		     struct mlf_mm *owner, unsigned long addr);
 /* The remote calls take other CPUs' batch locks: hold none yourself. */
-bool mlf_batch_cancel_remote(struct folio *folio);
+int mlf_batch_cancel_remote(struct folio *folio, struct mlf_mm *owner,
+			    unsigned long addr);
 void mlf_batch_void(struct mlf_mm *owner, unsigned long start,
 		    unsigned long end);
 bool mlf_batch_remote_pending(void);

@@ -61,15 +61,7 @@ static int loaded(void)
 
 static int set_param(const char *path, long v)
 {
-	char buf[32];
-	int fd = open(path, O_WRONLY), n, ok;
-
-	if (fd < 0)
-		return -1;
-	n = snprintf(buf, sizeof(buf), "%ld", v);
-	ok = write(fd, buf, n) == n;
-	close(fd);
-	return ok ? 0 : -1;
+	return write_file_long(path, v);
 }
 
 /*

@@ -1236,18 +1236,6 @@ static void random_run(struct __test_metadata *_metadata, struct cfg *c,
 
 #define DEFER_MS	"/sys/module/mlockfast/parameters/defer_ms"
 
-static int write_long(const char *path, long v)
-{
-	char buf[32];
-	int fd = open(path, O_WRONLY), n, ok;
-
-	if (fd < 0)
-		return -1;
-	n = snprintf(buf, sizeof(buf), "%ld", v);
-	ok = write(fd, buf, n) == n;
-	close(fd);
-	return ok ? 0 : -1;
-}
 
 FIXTURE(random) {
 	long defer_ms;
@@ -1262,7 +1250,7 @@ FIXTURE_SETUP(random)
 FIXTURE_TEARDOWN(random)
 {
 	if (read_long(DEFER_MS) != self->defer_ms)
-		EXPECT_EQ(0, write_long(DEFER_MS, self->defer_ms));
+		EXPECT_EQ(0, write_file_long(DEFER_MS, self->defer_ms));
 }
 
 /* 10,500 ops in all, in four differently shaped runs. */
@@ -1328,7 +1316,7 @@ static void fixed_run(struct __test_metadata *_metadata, const char *name,
 	 * Queued moves are applied by the DRAIN ops only, not by a timer that
 	 * may or may not fire in between (the fixture restores defer_ms).
 	 */
-	ASSERT_EQ(0, write_long(DEFER_MS, 100000));
+	ASSERT_EQ(0, write_file_long(DEFER_MS, 100000));
 	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
 	signal(SIGPIPE, SIG_IGN);
 	verbose = (int)env_long("MLF_VERBOSE", 0);

@@ -291,6 +291,14 @@ int write_file_str(const char *path, const char *s)
 	return ok ? 0 : -1;
 }
 
+int write_file_long(const char *path, long v)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%ld", v);
+	return write_file_str(path, buf);
+}
+
 int cgroup2_memory_ready(int *mounted)
 {
 	char *ctl = read_file(CG_ROOT "/cgroup.controllers");

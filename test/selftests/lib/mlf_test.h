@@ -46,6 +46,8 @@ void mlocked_pages_report(void);
 
 /* Write @s to @path; 0 or -1. */
 int write_file_str(const char *path, const char *s);
+/* The same for a number, as sysfs parameters take it. */
+int write_file_long(const char *path, long v);
 
 #define CG_ROOT	"/sys/fs/cgroup"
 /* cgroup v2 at CG_ROOT with the memory controller enabled for children,
