@@ -5,7 +5,7 @@
 # UNLOCKALL and DRAIN, a few page-cache pages (the test binary's text, also
 # mapped in the window) stay PG_mlocked on the unevictable list.  Seen on
 # 6.1 and 6.12 (2026-11-30, module a7214cc and later), 1 run in 1 to 2.
-# The suite runs this test in eager mode, which has not leaked.
+# The suite runs the fuzzer in eager mode, which has not leaked.
 #
 # usage: docs/repro/fuzz-racing-deferred-leak.sh [6.1|6.12]
 # exit 0: reproduced (some run leaked)
