@@ -83,6 +83,30 @@ static char *anon(size_t pages, int touch)
 	return p;
 }
 
+/*
+ * Deferred moves' tests start alike: defer_ms set, @pages of touched anon
+ * memory locked in deferred mode.  *ue and *s0 are read just before the
+ * lock.  NULL if any step fails.
+ */
+static char *lock_deferred(long defer_ms, size_t pages, long *ue,
+			   struct mlockfast_stats *s0)
+{
+	char *m;
+
+	if (mlf_fd() < 0 || set_param(PARAM("defer_ms"), defer_ms))
+		return NULL;
+	m = anon(pages, 1);
+	if (!m)
+		return NULL;
+	*ue = meminfo_kb("Unevictable");
+	if (mlf_stats(s0) ||
+	    mlf_lock2(m, pages * PAGE, MLOCKFAST_MODE_DEFERRED)) {
+		munmap(m, pages * PAGE);
+		return NULL;
+	}
+	return m;
+}
+
 /* Is the VMA holding @addr VM_LOCKED ("lo" in VmFlags)?  -1: no VMA. */
 static int vma_locked(const void *addr)
 {
@@ -652,13 +676,8 @@ TEST_F(api, drain_applies_deferred_moves)
 	char *m;
 	long ue;
 
-	ASSERT_LE(0, mlf_fd());
-	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
-	m = anon(NPAGES, 1);
+	m = lock_deferred(100000, NPAGES, &ue, &s0);
 	ASSERT_NE(NULL, m);
-	ue = meminfo_kb("Unevictable");
-	ASSERT_EQ(0, mlf_stats(&s0));
-	ASSERT_EQ(0, mlf_lock2(m, NPAGES * PAGE, MLOCKFAST_MODE_DEFERRED));
 	ASSERT_EQ(0, mlf_stats(&s1));
 	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, moves_queued));
 	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, pages_locked));
@@ -706,13 +725,8 @@ TEST_F(api, unlock_before_drain_cancels_moves)
 	char *m;
 	long ue;
 
-	ASSERT_LE(0, mlf_fd());
-	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
-	m = anon(NPAGES, 1);
+	m = lock_deferred(100000, NPAGES, &ue, &s0);
 	ASSERT_NE(NULL, m);
-	ue = meminfo_kb("Unevictable");
-	ASSERT_EQ(0, mlf_stats(&s0));
-	ASSERT_EQ(0, mlf_lock2(m, NPAGES * PAGE, MLOCKFAST_MODE_DEFERRED));
 	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
 	ASSERT_EQ(0, mlf_unlock_mode(m, NPAGES * PAGE, MLOCKFAST_MODE_DEFERRED));
 	ASSERT_EQ(0, mlf_stats(&s1));
@@ -742,13 +756,8 @@ TEST_F(api, deferred_run_moves_after_defer_ms)
 	char *m;
 	long ue;
 
-	ASSERT_LE(0, mlf_fd());
-	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 20));
-	m = anon(NPAGES, 1);
+	m = lock_deferred(20, NPAGES, &ue, &s0);
 	ASSERT_NE(NULL, m);
-	ue = meminfo_kb("Unevictable");
-	ASSERT_EQ(0, mlf_stats(&s0));
-	ASSERT_EQ(0, mlf_lock2(m, NPAGES * PAGE, MLOCKFAST_MODE_DEFERRED));
 	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
 	/* Ample: the work is due after 20 ms. */
 	for (int i = 0; i < 50 && meminfo_kb("Unevictable") < ue + KB(NPAGES); i++)
@@ -770,13 +779,8 @@ TEST_F(api, partial_unlock_trims_the_run)
 	char *m;
 	long ue;
 
-	ASSERT_LE(0, mlf_fd());
-	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
-	m = anon(16, 1);
+	m = lock_deferred(100000, 16, &ue, &s0);
 	ASSERT_NE(NULL, m);
-	ue = meminfo_kb("Unevictable");
-	ASSERT_EQ(0, mlf_stats(&s0));
-	ASSERT_EQ(0, mlf_lock2(m, 16 * PAGE, MLOCKFAST_MODE_DEFERRED));
 	ASSERT_EQ(0, mlf_unlock(m + 4 * PAGE, 4 * PAGE));
 	ASSERT_EQ(0, mlf_drain());
 	ASSERT_EQ(0, mlf_stats(&s1));
