@@ -319,6 +319,23 @@ void mlf_batch_void(struct mlf_mm *owner, unsigned long start,
 	}
 }
 
+/* Entries owing a move in @b, which the caller holds (mlf_batch_get()). */
+unsigned int mlf_batch_live(const struct mlf_batch *b)
+{
+	return b->live;
+}
+
+/* Folio references the batches hold: one per live entry. */
+unsigned long mlf_batch_held(void)
+{
+	unsigned long n = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		n += READ_ONCE(mlf_batches[cpu]->live);
+	return n;
+}
+
 void mlf_batch_apply_local(void)
 {
 	struct mlf_batch *b = mlf_batch_get();

@@ -23,7 +23,6 @@ DEFINE_STATIC_CALL_NULL(mlf_sc_lru_add_drain, mlf_proto_lru_add_drain);
 DEFINE_STATIC_CALL_NULL(mlf_sc_schedule_on_each_cpu,
 			mlf_proto_schedule_on_each_cpu);
 DEFINE_STATIC_CALL_NULL(mlf_sc_mlock_folio, mlf_proto_mlock_folio);
-DEFINE_STATIC_CALL_NULL(mlf_sc_get_gate_vma, mlf_proto_get_gate_vma);
 DEFINE_STATIC_CALL_NULL(mlf_sc_vma_is_secretmem, mlf_proto_vma_is_secretmem);
 DEFINE_STATIC_CALL_NULL(mlf_sc_sys_mlock2, mlf_proto_syscall);
 DEFINE_STATIC_CALL_NULL(mlf_sc_sys_munlock, mlf_proto_syscall);
@@ -60,7 +59,6 @@ static const struct mlf_func mlf_funcs[] = {
 	MLF_FUNC(lru_add_drain, "lru_add_drain"),
 	MLF_FUNC(schedule_on_each_cpu, "schedule_on_each_cpu"),
 	MLF_FUNC(mlock_folio, "mlock_folio"),
-	MLF_FUNC(get_gate_vma, "get_gate_vma"),
 	MLF_FUNC(vma_is_secretmem, "vma_is_secretmem"),
 	MLF_FUNC(sys_mlock2, "__x64_sys_mlock2"),
 	MLF_FUNC(sys_munlock, "__x64_sys_munlock"),
@@ -178,22 +176,23 @@ int mlf_compat_init(const char *debug_require_symbol)
 	return 0;
 }
 
+/*
+ * mlock_fixup()'s test, less its gate VMA check: the VMAs here come from the
+ * mm's tree, and the gate VMA is never in it.
+ */
 bool mlf_vma_lockable(struct vm_area_struct *vma)
 {
-	struct vm_area_struct *gate;
-
 	if (vma->vm_flags & VM_SPECIAL)
 		return false;
 #ifdef VM_DROPPABLE
 	if (vma->vm_flags & VM_DROPPABLE)
 		return false;
 #endif
-	if (is_vm_hugetlb_page(vma) || vma_is_dax(vma))
+	if (is_vm_hugetlb_page(vma))
 		return false;
-	gate = mlf_call(get_gate_vma)(vma->vm_mm);
-	if (vma == gate)
-		return false;
-	return !mlf_call(vma_is_secretmem)(vma);
+	/* DAX and secretmem are files: anonymous memory skips the calls. */
+	return !vma->vm_file ||
+	       (!vma_is_dax(vma) && !mlf_call(vma_is_secretmem)(vma));
 }
 
 #ifdef MLF_SERIES_6_1

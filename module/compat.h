@@ -64,9 +64,6 @@ DECLARE_STATIC_CALL(mlf_sc_schedule_on_each_cpu,
 void mlf_proto_mlock_folio(struct folio *folio);
 DECLARE_STATIC_CALL(mlf_sc_mlock_folio, mlf_proto_mlock_folio);
 
-struct vm_area_struct *mlf_proto_get_gate_vma(struct mm_struct *mm);
-DECLARE_STATIC_CALL(mlf_sc_get_gate_vma, mlf_proto_get_gate_vma);
-
 bool mlf_proto_vma_is_secretmem(struct vm_area_struct *vma);
 DECLARE_STATIC_CALL(mlf_sc_vma_is_secretmem, mlf_proto_vma_is_secretmem);
 

@@ -32,7 +32,7 @@ struct mlf_ctx {
 	bool kernel_batch;	/* the kernel's mlock batch holds our folios */
 	bool off_lru;		/* locked a folio sitting in an lru_add batch */
 	bool migrated;		/* pushed to more than one CPU's batch */
-	bool remote;		/* unlock: other CPUs held entries at the start */
+	bool remote;		/* unlock: other CPUs may hold our entries */
 	bool queued;		/* lock: pushed moves on a batch */
 	bool pay;		/* walking to pay runs (mlf_pay_run()) */
 	int cpu;
@@ -44,6 +44,7 @@ struct mlf_ctx {
 	unsigned long pages;
 	struct zone *zone;	/* NR_MLOCK change not yet applied ... */
 	long zone_pages;	/* ... to this zone, in pages */
+	int zone_id;		/* page_zone_id() of zone's pages, or -1 */
 };
 
 /* Apply the pending NR_MLOCK change and its vm events. */
@@ -60,18 +61,22 @@ static void mlf_acct_flush(struct mlf_ctx *c)
 	c->zone_pages = 0;
 }
 
+/* From now on count in @folio's zone. */
+static void mlf_acct_zone(struct mlf_ctx *c, struct folio *folio)
+{
+	mlf_acct_flush(c);
+	c->zone = folio_zone(folio);
+	c->zone_id = page_zone_id(&folio->page);
+}
+
 /*
  * Count a folio's pages in or out of Mlocked.  Folios of one walk share a
  * zone, so this batches what mlock_folio() does per folio.
  */
 static __always_inline void mlf_acct(struct mlf_ctx *c, struct folio *folio)
 {
-	struct zone *zone = folio_zone(folio);
-
-	if (zone != c->zone) {
-		mlf_acct_flush(c);
-		c->zone = zone;
-	}
+	if (folio_zone(folio) != c->zone)
+		mlf_acct_zone(c, folio);
 	c->zone_pages += folio_nr_pages(folio);
 }
 
@@ -80,7 +85,7 @@ static void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode, bool lock,
 {
 	*c = (struct mlf_ctx) {
 		.mode = mode, .lock = lock, .cpu = -1, .pop_start = ULONG_MAX,
-		.cache = cache,
+		.cache = cache, .zone_id = -1,
 	};
 	/*
 	 * As mlock does before its walk: this CPU's pending LRU additions and
@@ -89,11 +94,18 @@ static void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode, bool lock,
 	 * not look locked.
 	 */
 	mlf_call(lru_add_drain)();
-	/*
-	 * Our own earlier locks queued on another CPU (this task has moved)
-	 * exist before this call or not at all: look once, not per page.
-	 */
-	c->remote = !lock && mlf_batch_remote_pending();
+}
+
+/*
+ * Before an unlock walks, with mmap_lock held: whose runs it trims, and
+ * whether the locks it undoes may be queued on other CPUs (a thread of this
+ * mm, or this task before it moved).  Only now, under the lock, can no
+ * thread of the mm queue more; a walk that moves CPU looks again (note_cpu).
+ */
+static void mlf_ctx_unlocker(struct mlf_ctx *c)
+{
+	c->owner = mlf_mm_current(c->cache);
+	c->remote = mlf_batch_remote_pending();
 }
 
 /* Before a lock walks, with mmap_lock held: who owns the moves it queues. */
@@ -136,6 +148,8 @@ static void mlf_note_cpu(struct mlf_ctx *c)
 
 	if (c->cpu != cpu) {
 		c->migrated = c->cpu >= 0;
+		/* The batch we started on is another CPU's now. */
+		c->remote |= c->migrated;
 		c->cpu = cpu;
 	}
 }
@@ -248,9 +262,13 @@ mlf_unlock_one(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
 	/* Is a lock of it still owed as a queued move?  Cancel that. */
 	int queued = mlf_batch_cancel(b, folio, c->owner, addr);
 
-	if (!queued && c->remote && folio_test_mlocked(folio) &&
-	    !folio_test_unevictable(folio)) {
-		/* Queued on the CPU this task ran on before. */
+	/*
+	 * Or on another CPU, whatever the folio's flags say: the kernel may
+	 * have moved it or cleared PG_mlocked meanwhile (another mapping's
+	 * lock or unlock), and a move left queued for a lock undone here
+	 * would count a later lock twice.
+	 */
+	if (!queued && c->remote) {
 		mlf_batch_put(b, false);
 		queued = mlf_batch_cancel_remote(folio, c->owner, addr);
 		b = mlf_batch_get();
@@ -274,6 +292,92 @@ mlf_unlock_one(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
 	if (queued != MLF_CANCEL_OTHER || !READ_ONCE(folio->mlock_count))
 		mlf_to_kernel(c, folio);
 	return b;
+}
+
+/*
+ * The common pages, in fewer instructions: one read of the flags decides.
+ * A small page not on the unevictable list (device pages never get here:
+ * mlf_pte_folio() leaves them out).  false: nothing was done, take the
+ * general path.
+ */
+#define MLF_FAST_FLAGS	(BIT(PG_head) | BIT(PG_lru) | BIT(PG_unevictable) | \
+			 BIT(PG_mlocked))
+
+/* Count one small page, whose flags were read, in or out of Mlocked. */
+static __always_inline void mlf_acct_one(struct mlf_ctx *c, struct folio *folio,
+					 unsigned long flags)
+{
+	if (((flags >> ZONEID_PGSHIFT) & ZONEID_MASK) != c->zone_id)
+		mlf_acct_zone(c, folio);
+	c->zone_pages++;
+}
+
+/*
+ * The last of the call's runs, while a page table is walked, ends at *@rend
+ * (0: not followed): one compare a page.  Write it back before anything else
+ * looks at the runs.
+ */
+static __always_inline void mlf_run_sync(struct mlf_ctx *c, unsigned long *rend)
+{
+	if (*rend) {
+		c->runs[c->nr_runs - 1].end = *rend;
+		*rend = 0;
+	}
+}
+
+/*
+ * Lock: a private anon page not yet locked goes on the call's runs (@runs,
+ * deferred mode; *@rend as above) or is left to reclaim.
+ */
+static __always_inline bool
+mlf_lock_fast(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
+	      unsigned long addr, bool runs, unsigned long *rend)
+{
+	unsigned long flags = READ_ONCE(folio->flags);
+
+	if ((flags & MLF_FAST_FLAGS) != BIT(PG_lru) ||
+	    !folio_test_anon(folio) || atomic_read(&folio->_mapcount))
+		return false;
+	if (folio_test_set_mlocked(folio))
+		return false;	/* locked meanwhile: nothing done here */
+	mlf_acct_one(c, folio, flags);
+	if (!runs)
+		return true;
+	if (*rend == addr) {
+		*rend += PAGE_SIZE;
+		return true;
+	}
+	mlf_run_sync(c, rend);
+	if (mlf_run_extend(c, addr)) {
+		*rend = c->runs[c->nr_runs - 1].end;
+		return true;
+	}
+	/* No room for another run: queue it as mlf_lock_one() would. */
+	if (mlf_batch_push(b, folio, c->owner, addr))
+		c->queued = true;
+	else
+		c->off_lru = true;
+	return true;
+}
+
+/* Unlock, with no move queued that it could cancel: clear the flag. */
+static __always_inline bool mlf_unlock_fast(struct mlf_ctx *c,
+					    struct folio *folio)
+{
+	unsigned long flags = READ_ONCE(folio->flags);
+
+	if ((flags & (MLF_FAST_FLAGS & ~BIT(PG_lru))) != BIT(PG_mlocked))
+		return false;
+	if (!folio_test_clear_mlocked(folio))
+		return true;	/* unlocked meanwhile: nothing to undo */
+	mlf_acct_one(c, folio, flags);
+	/* Order the clear before the re-check, as mlf_clear_mlocked(). */
+	smp_mb__after_atomic();
+	if (unlikely(folio_test_unevictable(folio))) {
+		mlf_kernel_munlock(folio);
+		c->kernel_batch = true;
+	}
+	return true;
 }
 
 static __always_inline struct mlf_batch *
@@ -340,10 +444,13 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 			 pmd_t *pmd, unsigned long addr, unsigned long end)
 {
 	bool populates = c->lock && mlf_populates(vma);
-	unsigned long start = addr;
+	bool cow = populates && mlf_needs_cow(vma, false);
+	bool lock = c->lock, runs = c->mode == MLF_DEFERRED;
+	unsigned long start = addr, rend = 0;
 	pte_t *start_pte, *pte;
 	struct mlf_batch *b;
 	spinlock_t *ptl;	/* the page table's lock, from the kernel */
+	bool fast;
 
 	ptl = mlf_pmd_huge_lock(pmd, vma);
 	if (ptl) {
@@ -364,6 +471,13 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 	}
 	b = mlf_batch_get();
 	mlf_note_cpu(c);
+	/*
+	 * The fast paths: a lock whose private anon pages go on runs; an
+	 * unlock with nothing queued anywhere to cancel (this batch stays
+	 * ours, locked, until the end of the table).
+	 */
+	fast = lock ? runs || c->mode == MLF_RECLAIM :
+		      !c->remote && !mlf_batch_live(b);
 	for (pte = start_pte; addr != end; pte++, addr += PAGE_SIZE) {
 		pte_t ptent = mlf_ptep_get(pte);
 		struct folio *folio;
@@ -375,11 +489,16 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 				mlf_need_populate(c, addr, addr + PAGE_SIZE);
 			continue;
 		}
-		if (populates && mlf_needs_cow(vma, pte_write(ptent)))
+		if (cow && !pte_write(ptent))
 			mlf_need_populate(c, addr, addr + PAGE_SIZE);
 		folio = mlf_pte_folio(ptent);
 		if (!folio)
 			continue;
+		/* (the fast paths take small folios only) */
+		if (fast && (lock ? mlf_lock_fast(c, b, folio, addr, runs, &rend) :
+				    mlf_unlock_fast(c, folio)))
+			continue;
+		mlf_run_sync(c, &rend);
 		if (likely(!folio_test_large(folio))) {
 			b = mlf_folio_op(c, b, folio, addr);
 			continue;
@@ -391,6 +510,7 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 		pte += step - 1;
 		addr += (step - 1) << PAGE_SHIFT;
 	}
+	mlf_run_sync(c, &rend);
 	mlf_acct_flush(c);
 	mlf_batch_put(b, c->mode != MLF_EAGER);
 	pte_unmap_unlock(start_pte, ptl);
@@ -648,8 +768,7 @@ static int mlf_unlock_range(struct mlf_ctx *c, unsigned long start,
 {
 	int ret;
 
-	/* Only to cancel its runs: without it, their work finds no lock. */
-	c->owner = mlf_mm_current(c->cache);
+	mlf_ctx_unlocker(c);
 	ret = mlf_apply_range(current->mm, start, len, 0, &mlf_fixup_ops, c);
 
 	mlf_finish(c);
@@ -812,7 +931,7 @@ int mlf_unlockall(struct mlf_mm **cache, enum mlf_mode mode)
 	mlf_ctx_init(&c, mode, false, cache);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
-	c.owner = mlf_mm_current(cache);
+	mlf_ctx_unlocker(&c);
 	mm->def_flags &= MLF_VM_LOCKED_CLEAR_MASK;
 	mlf_apply_all(mm, 0, &mlf_fixup_ops, &c);
 	mlf_finish(&c);

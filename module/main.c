@@ -116,6 +116,8 @@ void mlf_stats_read(struct mlockfast_stats *out)
 			out->mode_pages[i] += s->mode_pages[i];
 		}
 	}
+	out->mms_tracked = mlf_mm_tracked();
+	out->folios_held = mlf_batch_held();
 }
 
 /* The mode bits of @flags, or the default; -EINVAL for an unknown one. */
@@ -346,6 +348,8 @@ static ssize_t stats_show(struct device *dev, struct device_attribute *attr,
 		len += sysfs_emit_at(buf, len, "%s_calls %llu\n%s_pages %llu\n",
 				     modes[i], s.mode_calls[i], modes[i],
 				     s.mode_pages[i]);
+	len += sysfs_emit_at(buf, len, "mms_tracked %llu\nfolios_held %llu\n",
+			     s.mms_tracked, s.folios_held);
 	return len;
 }
 static DEVICE_ATTR_RO(stats);

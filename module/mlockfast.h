@@ -75,6 +75,8 @@ void mlf_batch_void(struct mlf_mm *owner, unsigned long start,
 bool mlf_batch_remote_pending(void);
 void mlf_batch_apply_local(void);
 void mlf_batch_apply_all(void);
+unsigned long mlf_batch_held(void);
+unsigned int mlf_batch_live(const struct mlf_batch *b);
 
 /* mm.c: per-mm state, whose notifier voids moves of unmapped pages. */
 struct mlf_file {
@@ -84,6 +86,7 @@ struct mlf_file {
 struct mlf_mm *mlf_mm_current(struct mlf_mm **cache);
 void mlf_mm_uncache(struct mlf_mm *m);
 void mlf_mm_pending_add(struct mlf_mm *m, int n);
+unsigned long mlf_mm_tracked(void);
 int mlf_mm_init(void);
 void mlf_mm_exit(void);
 

@@ -54,6 +54,7 @@ struct mlf_mm {
 static LIST_HEAD(mlf_mms);
 static DEFINE_SPINLOCK(mlf_mms_lock);	/* guards mlf_mms */
 static struct workqueue_struct *mlf_wq;
+static atomic_long_t mlf_mm_count;	/* mlf_mm allocated, not yet freed */
 
 /* Pay every run; mmap_lock held. */
 static void mlf_mm_pay(struct mlf_mm *m)
@@ -65,6 +66,12 @@ static void mlf_mm_pay(struct mlf_mm *m)
 		mlf_pay_run(m->mn.mm, m->runs[i].start, m->runs[i].end);
 }
 
+/*
+ * No reference on the mm is taken: exit_mmap() calls our release before it
+ * touches the mappings, and release waits for this work to end.  (Holding
+ * mm_users instead would leave the last mmput() to us, and the exiting
+ * process's memory, Mlocked included, would outlive it for a while.)
+ */
 static void mlf_mm_work(struct work_struct *work)
 {
 	struct mlf_mm *m = container_of(to_delayed_work(work), struct mlf_mm,
@@ -72,13 +79,11 @@ static void mlf_mm_work(struct work_struct *work)
 	struct mm_struct *mm = m->mn.mm;
 
 	/* An mm on its way out unmaps everything: nothing to pay. */
-	if (!mmget_not_zero(mm))
+	if (!atomic_read(&mm->mm_users))
 		return;
 	mmap_read_lock(mm);
 	mlf_mm_pay(m);
 	mmap_read_unlock(mm);
-	/* The last reference would run exit_mmap(), which cancels us. */
-	mmput_async(mm);
 }
 
 static void mlf_mm_queue(struct mlf_mm *m, unsigned long delay)
@@ -234,6 +239,7 @@ static struct mmu_notifier *mlf_mm_alloc(struct mm_struct *mm)
 	spin_lock_bh(&mlf_mms_lock);
 	list_add(&m->node, &mlf_mms);
 	spin_unlock_bh(&mlf_mms_lock);
+	atomic_long_inc(&mlf_mm_count);
 	return &m->mn;
 }
 
@@ -246,6 +252,13 @@ static void mlf_mm_free(struct mmu_notifier *mn)
 	list_del(&m->node);
 	spin_unlock_bh(&mlf_mms_lock);
 	kfree(m);
+	atomic_long_dec(&mlf_mm_count);
+}
+
+/* A gauge for STATS: a count that never comes back down is a leak. */
+unsigned long mlf_mm_tracked(void)
+{
+	return atomic_long_read(&mlf_mm_count);
 }
 
 static const struct mmu_notifier_ops mlf_mm_ops = {
@@ -318,8 +331,13 @@ void mlf_mm_exit(void)
 	list_for_each_entry(m, &mlf_mms, node) {
 		mlf_mm_kill(m);
 		cancel_delayed_work(&m->work);	/* an idle timer at most */
-		mlf_mm_drop(m);
 	}
+	spin_unlock_bh(&mlf_mms_lock);
+	/* A timer that fired meanwhile: its work ends before any state goes. */
+	flush_workqueue(mlf_wq);
+	spin_lock_bh(&mlf_mms_lock);
+	list_for_each_entry(m, &mlf_mms, node)
+		mlf_mm_drop(m);
 	spin_unlock_bh(&mlf_mms_lock);
 	mmu_notifier_synchronize();
 	destroy_workqueue(mlf_wq);

@@ -131,7 +131,10 @@ struct mlockfast_stats {
 	__u64 legacy_drains;		/* all-CPU drains done by legacy mode */
 	__u64 mode_calls[MLOCKFAST_STAT_NR_MODES];
 	__u64 mode_pages[MLOCKFAST_STAT_NR_MODES];
-	__u64 reserved[8];
+	/* Gauges, not counters: what the module holds at the time of reading. */
+	__u64 mms_tracked;		/* processes with per-mm state */
+	__u64 folios_held;		/* folio references of queued moves */
+	__u64 reserved[6];
 };
 
 #define MLOCKFAST_IOC_INFO	_IOR(MLOCKFAST_IOC_MAGIC, 0x01, struct mlockfast_info)
