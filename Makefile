@@ -10,6 +10,8 @@
 #   make ab               the A/B of test_mlock against the syscall, in QEMU
 #   make report           test_mlock and mlock_scale in QEMU on 6.1 and 6.12:
 #                         results/<UTC stamp>-<release>/ (tables, CSVs, plots)
+#   make stress           the stress test alone, STRESS_S seconds (default an
+#                         hour) per supported kernel, in QEMU
 #   make style            checkpatch.pl (from linux-source) on the kernel code
 #
 PACKAGE := mlockfast
@@ -181,6 +183,18 @@ ab: deps
 		echo "# the 2011 without-patch column, at 2000 pairs:" && \
 		test_mlock -c 2000 -m syscall,legacy,ioctl -w 0'
 
+# The suite runs the stress for 60 s a kernel; this runs it for as long as
+# you like.  STRESS_S=36000 make stress: ten hours on each.
+STRESS_S ?= 3600
+stress: deps
+	$(MAKE) userspace
+	$(MAKE) install
+	set -e; for k in 6.1 6.12; do \
+		test/vm/run --kernel $$k --timeout $$(($(STRESS_S) + 900)) -- \
+			env MLF_STRESS_S=$(STRESS_S) mlockfast_concurrency_test \
+			-t threads_and_processes; \
+	done
+
 # Timing, scaling and --icount instruction counts on every supported series;
 # about 6-8 minutes on 2 CPUs under TCG.
 report: deps
@@ -207,4 +221,4 @@ clean:
 	-$(MAKE) -C module KVER=$(KERNELRELEASE) clean
 	rm -rf $(BIN) $(BUILD)/mlockfast.pc $(BUILD)/kselftest $(BUILD)/checkpatch $(BUILD)/logs
 
-.PHONY: all module userspace dkms-source install uninstall install-lib uninstall-lib deps check ab report style build-all clean
+.PHONY: all module userspace dkms-source install uninstall install-lib uninstall-lib deps check ab report stress style build-all clean

@@ -945,6 +945,8 @@ TEST_F(api, stats_sysfs_matches_ioctl)
 	CHECK(batches_applied);
 	CHECK(populate_calls);
 	CHECK(legacy_drains);
+	CHECK(mms_tracked);
+	CHECK(folios_held);
 #undef CHECK
 	for (int i = 0; i < MLOCKFAST_STAT_NR_MODES; i++) {
 		char *p;
@@ -963,6 +965,73 @@ TEST_F(api, stats_sysfs_matches_ioctl)
 	/* The counters are since load: a sane sum, nothing negative. */
 	EXPECT_LE(a.moves_applied + a.moves_cancelled, a.moves_queued);
 	free(text);
+}
+
+/*
+ * The gauges: queued moves hold one folio reference each until DRAIN; a
+ * process that used the device has state until it exits (freed after an
+ * RCU grace period, so wait for it).
+ */
+TEST_F(api, gauges_count_held_folios_and_processes)
+{
+	const size_t len = 16 * PAGE;
+	int memfd = memfd_create("mlf-gauge", 0), go[2], ready[2], st = -1;
+	struct mlockfast_stats s0, s1;
+	char *m, c = 0;
+	pid_t pid;
+
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_LE(0, memfd);
+	ASSERT_EQ(0, ftruncate(memfd, len));
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	ASSERT_NE(MAP_FAILED, m);
+	memset(m, 1, len);
+	drain_all();
+	ASSERT_EQ(0, mlf_stats(&s0));
+	EXPECT_EQ(0, s0.folios_held);
+	/* Shared pages are queued folio by folio. */
+	ASSERT_EQ(0, mlf_lock2(m, len, MLOCKFAST_MODE_DEFERRED));
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(16, s1.folios_held);
+	/* This process has state now (its first lock may have made it). */
+	s0.mms_tracked = s1.mms_tracked;
+	ASSERT_EQ(0, mlf_drain());
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(0, s1.folios_held);
+	ASSERT_EQ(0, mlf_unlock(m, len));
+
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, pipe(ready));
+	pid = fork();
+	if (pid == 0) {
+		/* Through the parent's descriptor: state of its own mm. */
+		c = mlf_lock2(m, PAGE, MLOCKFAST_MODE_DEFERRED) ? 'e' : 'l';
+		if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	EXPECT_EQ('l', c);
+	ASSERT_EQ(0, mlf_stats(&s1));
+	EXPECT_EQ(s0.mms_tracked + 1, s1.mms_tracked);
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	for (int i = 0; i < 50; i++) {
+		ASSERT_EQ(0, mlf_stats(&s1));
+		if (s1.mms_tracked == s0.mms_tracked)
+			break;
+		usleep(100 * 1000);
+	}
+	EXPECT_EQ(s0.mms_tracked, s1.mms_tracked);
+	EXPECT_EQ(0, s1.folios_held);
+	munmap(m, len);
+	close(memfd);
+	close(go[0]);
+	close(go[1]);
+	close(ready[0]);
+	close(ready[1]);
 }
 
 TEST_F(api, legacy_drains_once_per_lock_and_lockall)

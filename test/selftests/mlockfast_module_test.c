@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Loading and unloading: refused while open, reloadable, parameters honoured,
- * and a missing kernel symbol fails the load with one clear line.  Runs last:
+ * Loading and unloading: refused while open, reloadable (100 times, with
+ * locks left queued each time), parameters honoured, and a missing kernel
+ * symbol fails the load with one clear line.  Runs last:
  * it leaves the module loaded with its default parameters.
  */
 #include <errno.h>
@@ -50,57 +51,110 @@ TEST(load_unload_load)
 }
 
 /*
- * A process that locked through the device keeps the module's mmu notifier
- * after it closes the device.  Unloading must take the notifier away: the
- * process's munmap and exit afterwards must not call into the gone module.
+ * A child that locks anon and shared (memfd) pages through the device in
+ * @mode, leaves moves queued and a quarter unlocked, closes the device,
+ * tells @ready, and after @go unlocks the rest with the syscall, unmaps and
+ * exits: once the module is gone, these reach the kernel's own paths only.
  */
-TEST(unload_while_a_user_lives_on)
+static void traffic_child(unsigned int mode, int ready, int go)
 {
-	const size_t len = 64 << 10;
-	long ml0 = meminfo_kb("Mlocked"), ue0 = meminfo_kb("Unevictable");
+	const size_t len = 256 << 10;
+	int memfd = memfd_create("mlf-cycle", 0), fd, ok;
+	char *p = mmap(NULL, 2 * len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct mlockfast_range r = { .size = sizeof(r), .flags = mode };
+	char c;
+
+	if (memfd < 0 || ftruncate(memfd, len) || p == MAP_FAILED ||
+	    mmap(p + len, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		 memfd, 0) != p + len)
+		_exit(10);
+	memset(p, 1, 2 * len);
+	fd = open(MLOCKFAST_DEVICE, O_RDWR);
+	r.addr = (unsigned long)p;
+	r.len = 2 * len;
+	ok = fd >= 0 && !ioctl(fd, MLOCKFAST_IOC_LOCK, &r);
+	r.addr += len / 2;
+	r.len = len / 2;
+	r.flags = 0;
+	ok = ok && !ioctl(fd, MLOCKFAST_IOC_UNLOCK, &r);
+	close(fd);
+	if (!ok || write(ready, "r", 1) != 1 || read(go, &c, 1) != 1)
+		_exit(11);
+	_exit(munlock(p, 2 * len) || munmap(p, 2 * len) ? 12 : 0);
+}
+
+/*
+ * One unload with a user living on: a process that locked through the
+ * device keeps the module's mmu notifier after it closes the device.
+ * Unloading must take the notifier away and pay or drop the queued moves;
+ * the process's munlock, munmap and exit afterwards must not call into the
+ * gone module.  Then the module is loaded again.  0, or what failed.
+ */
+static const char *unload_under(unsigned int mode)
+{
 	int ready[2], go[2], st = -1;
+	const char *why = NULL;
 	char c = 0;
 	pid_t pid;
 
-	ASSERT_EQ(0, pipe(ready));
-	ASSERT_EQ(0, pipe(go));
+	if (pipe(ready) || pipe(go))
+		return "pipe";
 	pid = fork();
-	if (pid == 0) {
-		char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		int fd = open(MLOCKFAST_DEVICE, O_RDWR), ok;
-		struct mlockfast_range r = {
-			.size = sizeof(r), .addr = (unsigned long)p, .len = len,
-			.flags = MLOCKFAST_MODE_DEFERRED,
-		};
+	if (pid == 0)
+		traffic_child(mode, ready[1], go[0]);
+	if (pid < 0 || read(ready[0], &c, 1) != 1)
+		why = "the child could not lock";
+	else if (run("rmmod mlockfast") || loaded())
+		why = "rmmod";
+	if (pid > 0 && (write(go[1], "g", 1) != 1 || waitpid(pid, &st, 0) != pid ||
+			!WIFEXITED(st) || WEXITSTATUS(st)))
+		why = why ? why : "the child failed after the unload";
+	if (!loaded() && (run("modprobe mlockfast") || !loaded()))
+		why = why ? why : "modprobe";
+	close(ready[0]);
+	close(ready[1]);
+	close(go[0]);
+	close(go[1]);
+	return why;
+}
 
-		if (p == MAP_FAILED || fd < 0)
-			_exit(10);
-		memset(p, 1, len);
-		/* Half stays locked and queued, half is locked and unlocked. */
-		ok = !ioctl(fd, MLOCKFAST_IOC_LOCK, &r);
-		r.len = len / 2;
-		r.flags = 0;
-		ok = ok && !ioctl(fd, MLOCKFAST_IOC_UNLOCK, &r);
-		close(fd);
-		if (!ok || write(ready[1], "r", 1) != 1 ||
-		    read(go[0], &c, 1) != 1)
-			_exit(11);
-		/* The module is gone: these reach the kernel's own paths only. */
-		if (munlock(p + len / 2, len / 4) || munmap(p, len))
-			_exit(12);
-		_exit(0);
-	}
-	ASSERT_LT(0, pid);
-	ASSERT_EQ(1, read(ready[0], &c, 1));
-	EXPECT_EQ(0, run("rmmod mlockfast"));
-	EXPECT_FALSE(loaded());
-	ASSERT_EQ(1, write(go[1], "g", 1));
-	ASSERT_EQ(pid, waitpid(pid, &st, 0));
-	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) TH_LOG("child: status %#x", st);
+TEST(unload_while_a_user_lives_on)
+{
+	long ml0 = meminfo_kb("Mlocked"), ue0 = meminfo_kb("Unevictable");
+	const char *why = unload_under(MLOCKFAST_MODE_DEFERRED);
+
+	EXPECT_EQ(NULL, why) TH_LOG("%s", why);
 	EXPECT_EQ(ml0, meminfo_kb("Mlocked"));
 	EXPECT_EQ(ue0, meminfo_kb("Unevictable"));
-	EXPECT_EQ(0, run("modprobe mlockfast"));
+	EXPECT_TRUE(loaded());
+}
+
+FIXTURE(cycles) {};
+FIXTURE_SETUP(cycles) {}
+FIXTURE_TEARDOWN(cycles) {}
+
+/*
+ * 100 unloads, each with such a user (every mode in turn), then a reload.
+ * Nothing may leak, strand or warn (the guest panics on a warning).
+ */
+TEST_F_TIMEOUT(cycles, hundred_load_unload_cycles_with_traffic, 900)
+{
+	static const unsigned int modes[] = {
+		MLOCKFAST_MODE_EAGER, MLOCKFAST_MODE_DEFERRED,
+		MLOCKFAST_MODE_RECLAIM,
+	};
+	long ml0 = meminfo_kb("Mlocked"), ue0 = meminfo_kb("Unevictable");
+	long stranded0 = vmstat("unevictable_pgs_stranded");
+
+	for (int i = 0; i < 100; i++) {
+		const char *why = unload_under(modes[i % 3]);
+
+		ASSERT_EQ(NULL, why) TH_LOG("cycle %d: %s", i, why);
+	}
+	EXPECT_EQ(ml0, meminfo_kb("Mlocked"));
+	EXPECT_EQ(ue0, meminfo_kb("Unevictable"));
+	EXPECT_EQ(stranded0, vmstat("unevictable_pgs_stranded"));
 	EXPECT_TRUE(loaded());
 }
 

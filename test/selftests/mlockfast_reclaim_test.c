@@ -9,6 +9,11 @@
  * nothing); and pages left on an evictable list must be culled to the
  * unevictable one (unevictable_pgs_culled rises after the lock returned:
  * the lock's own moves count there too).
+ *
+ * The same for file pages, on an ext2 file system on a second zram device
+ * (the guest's root is tmpfs, whose pages only swap): reclaim drops clean
+ * page cache, and must drop none of the locked file's pages, while it does
+ * drop those of an unlocked file read alongside.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -29,10 +35,14 @@
 #define LOCKED		(1UL << 20)
 #define HOG		(96UL << 20)
 #define DEFER_MS	"/sys/module/mlockfast/parameters/defer_ms"
+#define FS		"/tmp/mlf-ext2"
+#define CONTROL		(8UL << 20)
 
 struct outcome {
 	long not_present, swapped, majflt, culled, swap_used, lock_err;
+	long control_dropped;	/* file test: unlocked pages reclaim dropped */
 };
+
 
 FIXTURE(rec) {
 	long mlocked, unevictable, defer_ms;
@@ -56,6 +66,9 @@ FIXTURE_SETUP(rec)
 	self->unevictable = meminfo_kb("Unevictable");
 	self->defer_ms = read_long(DEFER_MS);
 	/* Swap on zram: the guest has no disk; test/vm/run packs the module. */
+	/* A test that failed half way leaves swap on: start from nothing. */
+	run("umount " FS " 2>/dev/null; swapoff /dev/zram0 2>/dev/null; "
+	    "[ ! -e /sys/block/zram0 ] || echo 1 > /sys/block/zram0/reset");
 	ASSERT_EQ(0, run("{ [ -e /sys/block/zram0 ] || modprobe zram num_devices=1; } && "
 			 "echo 128M > /sys/block/zram0/disksize && "
 			 "mkswap /dev/zram0 >/dev/null && swapon /dev/zram0"));
@@ -87,12 +100,50 @@ static long majflt(void)
 	return ru.ru_majflt;
 }
 
+/* The locker's end: touch the locked pages (no major fault), unlock, go. */
+static void touch_unlock_exit(char *l, struct outcome *o)
+{
+	long mf0 = majflt();
+
+	diff_touch(l, LOCKED, 0);
+	o->majflt = majflt() - mf0;
+	_exit(mlf_unlock(l, LOCKED) ? 62 : 0);
+}
+
+/*
+ * @locker in a child, in @mode (deferred: with defer_ms raised so that the
+ * moves are still queued under reclaim); its outcome, or NULL.
+ */
+static struct outcome *run_locker(struct __test_metadata *_metadata,
+				  void (*locker)(unsigned int, struct outcome *),
+				  unsigned int mode)
+{
+	struct outcome *o = mmap(NULL, sizeof(*o), PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int st = -1;
+	pid_t pid;
+
+	if (o == MAP_FAILED || mlf_fd() < 0)
+		return NULL;
+	if (mode == MLOCKFAST_MODE_DEFERRED &&
+	    write_file_str(DEFER_MS, "100000"))
+		return NULL;
+	memset(o, 0, sizeof(*o));
+	pid = fork();
+	if (pid == 0)
+		locker(mode, o);
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return NULL;
+	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) TH_LOG("locker status %#x", st);
+	return o;
+}
+
 /* In the cgroup: lock, hog, look at the locked pages, touch them. */
 static void locker(unsigned int mode, struct outcome *o)
 {
 	int pm = open("/proc/self/pagemap", O_RDONLY);
 	char pid[16], *l, *h, *sw;
-	long culled0, mf0;
+	long culled0;
 
 	snprintf(pid, sizeof(pid), "%d", getpid());
 	l = mmap(NULL, LOCKED, PROT_READ | PROT_WRITE,
@@ -123,32 +174,14 @@ static void locker(unsigned int mode, struct outcome *o)
 		o->not_present += !(e >> 63);
 		o->swapped += !!(e & (1ULL << 62));
 	}
-	mf0 = majflt();
-	diff_touch(l, LOCKED, 0);
-	o->majflt = majflt() - mf0;
-	if (mlf_unlock(l, LOCKED))
-		_exit(62);
-	_exit(0);
+	touch_unlock_exit(l, o);
 }
 
 TEST_F_TIMEOUT(rec, locked_pages_stay_and_get_culled, 300)
 {
-	struct outcome *o = mmap(NULL, sizeof(*o), PROT_READ | PROT_WRITE,
-				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	int st = -1;
-	pid_t pid;
+	struct outcome *o = run_locker(_metadata, locker, variant->mode);
 
-	ASSERT_NE(MAP_FAILED, o);
-	ASSERT_LE(0, mlf_fd());
-	if (variant->mode == MLOCKFAST_MODE_DEFERRED)
-		ASSERT_EQ(0, write_file_str(DEFER_MS, "100000"));
-	memset(o, 0, sizeof(*o));
-	pid = fork();
-	ASSERT_LE(0, pid);
-	if (!pid)
-		locker(variant->mode, o);
-	ASSERT_EQ(pid, waitpid(pid, &st, 0));
-	ASSERT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) TH_LOG("locker status %#x", st);
+	ASSERT_NE(NULL, o);
 	TH_LOG("culled %ld, swap used %ld kB, not present %ld, swapped %ld, major faults %ld",
 	       o->culled, o->swap_used >> 10, o->not_present, o->swapped, o->majflt);
 	EXPECT_EQ(0, o->lock_err);
@@ -163,6 +196,116 @@ TEST_F_TIMEOUT(rec, locked_pages_stay_and_get_culled, 300)
 	} else {
 		EXPECT_GT((long)(LOCKED / PAGE), o->culled);
 	}
+	munmap(o, sizeof(*o));
+}
+
+/*
+ * An ext2 file system on a zram device of its own, at FS; the device's
+ * number is returned (-1 on failure).  Its pages are clean page cache that
+ * reclaim drops rather than swaps.
+ */
+static int ext2_on_zram(void)
+{
+	char *id, dev[32];
+	int n;
+
+	if (run("[ -e /sys/class/zram-control ] || modprobe zram num_devices=1"))
+		return -1;
+	id = read_file("/sys/class/zram-control/hot_add");
+	if (!id)
+		return -1;
+	n = atoi(id);
+	free(id);
+	snprintf(dev, sizeof(dev), "/dev/zram%d", n);
+	if (run("echo 64M > /sys/block/zram%d/disksize && "
+		/* zram has 4K sectors: 4K blocks */
+		"mke2fs -q -b 4096 %s >/dev/null && "
+		"mkdir -p " FS " && { modprobe ext4 2>/dev/null; true; } && "
+		"mount -t ext2 %s " FS, n, dev, dev))
+		return -1;
+	return n;
+}
+
+/* A file of @len bytes under FS, written and synced here (so charged to our cgroup). */
+static char *clean_file_map(const char *name, size_t len)
+{
+	char path[64], *buf = malloc(1 << 16), *m;
+	int fd;
+
+	snprintf(path, sizeof(path), FS "/%s", name);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || !buf)
+		return NULL;
+	memset(buf, 'f', 1 << 16);
+	for (size_t off = 0; off < len; off += 1 << 16)
+		if (write(fd, buf, 1 << 16) != 1 << 16)
+			return NULL;
+	free(buf);
+	if (fsync(fd))
+		return NULL;
+	m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	return m == MAP_FAILED ? NULL : m;
+}
+
+/* Resident pages of [p, p + len) by mincore(). */
+static long resident(const char *p, size_t len)
+{
+	unsigned char v[4096];
+	long n = 0;
+
+	for (size_t off = 0; off < len; off += sizeof(v) * PAGE) {
+		size_t part = len - off < sizeof(v) * PAGE ? len - off : sizeof(v) * PAGE;
+
+		if (mincore((void *)(p + off), part, v))
+			return -1;
+		for (size_t i = 0; i < part / PAGE; i++)
+			n += v[i] & 1;
+	}
+	return n;
+}
+
+/* In the cgroup: two files, one locked; the hog; what is left of each. */
+static void file_locker(unsigned int mode, struct outcome *o)
+{
+	char pid[16], *l, *c, *h;
+
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	if (write_file_str(CG "/cgroup.procs", pid))
+		_exit(60);
+	l = clean_file_map("locked", LOCKED);
+	c = clean_file_map("control", CONTROL);
+	h = mmap(NULL, HOG, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!l || !c || h == MAP_FAILED)
+		_exit(61);
+	diff_touch(l, LOCKED, 0);
+	diff_touch(c, CONTROL, 0);
+	o->lock_err = mlf_lock2(l, LOCKED, mode) ? errno : 0;
+	madvise(h, HOG, MADV_NOHUGEPAGE);
+	for (int pass = 0; pass < 2; pass++)
+		diff_touch(h, HOG, 1);
+	o->not_present = (long)(LOCKED / PAGE) - resident(l, LOCKED);
+	o->control_dropped = (long)(CONTROL / PAGE) - resident(c, CONTROL);
+	touch_unlock_exit(l, o);
+}
+
+TEST_F_TIMEOUT(rec, locked_file_pages_stay, 300)
+{
+	int dev = ext2_on_zram();
+	struct outcome *o;
+
+	ASSERT_LE(0, dev) TH_LOG("no ext2 on zram here");
+	o = run_locker(_metadata, file_locker, variant->mode);
+	ASSERT_NE(NULL, o);
+	TH_LOG("locked file: %ld pages dropped, %ld major faults; unlocked file: %ld of %lu pages dropped",
+	       o->not_present, o->majflt, o->control_dropped, CONTROL / PAGE);
+	EXPECT_EQ(0, o->lock_err);
+	/* reclaim did drop page cache: otherwise nothing here was tested */
+	EXPECT_LT(0, o->control_dropped);
+	EXPECT_EQ(0, o->not_present);
+	EXPECT_EQ(0, o->majflt);
+	EXPECT_EQ(0, run("umount " FS " && echo %d > /sys/class/zram-control/hot_remove", dev));
 	munmap(o, sizeof(*o));
 }
 

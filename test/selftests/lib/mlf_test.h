@@ -48,6 +48,11 @@ void mlocked_pages_report(void);
 int write_file_str(const char *path, const char *s);
 /* The same for a number, as sysfs parameters take it. */
 int write_file_long(const char *path, long v);
+/*
+ * A copy of the running program at @path, for a test that runs a process
+ * from it: pages a kernel leaves mlocked there go with the copy.
+ */
+int copy_self(const char *path);
 
 #define CG_ROOT	"/sys/fs/cgroup"
 /* cgroup v2 at CG_ROOT with the memory controller enabled for children,
