@@ -336,15 +336,8 @@ unsigned long mlf_batch_held(void)
 	return n;
 }
 
-void mlf_batch_apply_local(void)
-{
-	struct mlf_batch *b = mlf_batch_get();
-
-	mlf_batch_apply(b);
-	mlf_batch_put(b, false);
-}
-
-static void mlf_batch_apply_cpu(int cpu)
+/* @cpu's batch, from whichever CPU the caller is on now. */
+void mlf_batch_apply_cpu(int cpu)
 {
 	struct mlf_batch *b = mlf_batches[cpu];
 

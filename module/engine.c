@@ -105,7 +105,14 @@ static void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode, bool lock,
 static void mlf_ctx_unlocker(struct mlf_ctx *c)
 {
 	c->owner = mlf_mm_current(c->cache);
+	/*
+	 * "Remote" means not this CPU's: hold on to the CPU while looking, and
+	 * note it as the walk's, so that a move to another CPU before the
+	 * first page table also counts (mlf_note_cpu()).
+	 */
+	c->cpu = get_cpu();
 	c->remote = mlf_batch_remote_pending();
+	put_cpu();
 }
 
 /* Before a lock walks, with mmap_lock held: who owns the moves it queues. */
@@ -634,10 +641,14 @@ static void mlf_finish(struct mlf_ctx *c)
 	if (c->lock && apply) {
 		if (c->off_lru)
 			mlf_call(lru_add_drain)();
+		/*
+		 * The batch the walk pushed to, wherever this task runs now
+		 * (it may have moved after its last page table).
+		 */
 		if (c->migrated)
 			mlf_batch_apply_all();
-		else
-			mlf_batch_apply_local();
+		else if (c->cpu >= 0)
+			mlf_batch_apply_cpu(c->cpu);
 	}
 	if (c->kernel_batch)
 		mlf_call(mlock_drain_local)();

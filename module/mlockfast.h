@@ -73,7 +73,7 @@ int mlf_batch_cancel_remote(struct folio *folio, struct mlf_mm *owner,
 void mlf_batch_void(struct mlf_mm *owner, unsigned long start,
 		    unsigned long end);
 bool mlf_batch_remote_pending(void);
-void mlf_batch_apply_local(void);
+void mlf_batch_apply_cpu(int cpu);
 void mlf_batch_apply_all(void);
 unsigned long mlf_batch_held(void);
 unsigned int mlf_batch_live(const struct mlf_batch *b);
