@@ -143,6 +143,16 @@ static int vec_call(unsigned long cmd, const struct mlockfast_iovec *iov,
 	return ret < 0 ? -1 : 0;
 }
 
+/* A move test's end: unlock the NPAGES at @m; Unevictable back to @ue. */
+static void unlock_and_expect(struct __test_metadata *_metadata, char *m,
+			      long ue)
+{
+	EXPECT_EQ(0, mlf_unlock(m, NPAGES * PAGE));
+	drain_all();
+	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
+	munmap(m, NPAGES * PAGE);
+}
+
 #define STAT_DELTA(a, b, f)	((long)((b).f - (a).f))
 
 FIXTURE(api) {
@@ -692,10 +702,7 @@ TEST_F(api, drain_applies_deferred_moves)
 	EXPECT_LE(1, STAT_DELTA(s1, s2, batches_applied));
 	EXPECT_EQ(1, STAT_DELTA(s1, s2, calls_drain));
 
-	EXPECT_EQ(0, mlf_unlock(m, NPAGES * PAGE));
-	drain_all();
-	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
-	munmap(m, NPAGES * PAGE);
+	unlock_and_expect(_metadata, m, ue);
 }
 
 TEST_F(api, eager_moves_before_return)
@@ -713,10 +720,7 @@ TEST_F(api, eager_moves_before_return)
 	ASSERT_EQ(0, mlf_stats(&s1));
 	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, moves_applied));
 	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, pages_locked));
-	EXPECT_EQ(0, mlf_unlock(m, NPAGES * PAGE));
-	drain_all();
-	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
-	munmap(m, NPAGES * PAGE);
+	unlock_and_expect(_metadata, m, ue);
 }
 
 TEST_F(api, unlock_before_drain_cancels_moves)
@@ -766,10 +770,7 @@ TEST_F(api, deferred_run_moves_after_defer_ms)
 	EXPECT_EQ(ue + KB(NPAGES), meminfo_kb("Unevictable"));
 	EXPECT_EQ(NPAGES, STAT_DELTA(s0, s1, moves_applied));
 	EXPECT_EQ(0, STAT_DELTA(s0, s1, calls_drain));
-	EXPECT_EQ(0, mlf_unlock(m, NPAGES * PAGE));
-	drain_all();
-	EXPECT_EQ(ue, meminfo_kb("Unevictable"));
-	munmap(m, NPAGES * PAGE);
+	unlock_and_expect(_metadata, m, ue);
 }
 
 /* An unlock of the middle of a run cancels just that part of it. */
