@@ -29,7 +29,7 @@
 struct mlf_ctx {
 	enum mlf_mode mode;
 	bool lock;		/* walking to lock (else to unlock) */
-	bool kernel_batch;	/* the kernel's mlock batch holds our folios */
+	bool kernel_batch;	/* this CPU's kernel mlock batch holds ours */
 	bool off_lru;		/* locked a folio sitting in an lru_add batch */
 	bool migrated;		/* pushed to more than one CPU's batch */
 	bool remote;		/* unlock: other CPUs may hold our entries */
@@ -158,6 +158,21 @@ static void mlf_note_cpu(struct mlf_ctx *c)
 		/* The batch we started on is another CPU's now. */
 		c->remote |= c->migrated;
 		c->cpu = cpu;
+	}
+}
+
+/*
+ * The kernel's mlock batch is per CPU, and only its CPU drains it.  Drain
+ * what the walk queued there before the task can move to another CPU (a
+ * page table's lock keeps it here until then): an mlock left behind could
+ * be counted after an unlock undid it, on top of a later lock, and the page
+ * would stay mlocked for good.  munlock(2) drains before it can move, too.
+ */
+static void mlf_kernel_drain(struct mlf_ctx *c)
+{
+	if (c->kernel_batch) {
+		mlf_call(mlock_drain_local)();
+		c->kernel_batch = false;
 	}
 }
 
@@ -415,6 +430,7 @@ static void mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
 	b = mlf_folio_op(c, b, mlf_pmd_folio(val), addr & HPAGE_PMD_MASK);
 	mlf_acct_flush(c);
 	mlf_batch_put(b, c->mode != MLF_EAGER);
+	mlf_kernel_drain(c);
 out:
 	spin_unlock(ptl);
 }
@@ -439,6 +455,7 @@ static void mlf_pay_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 		    !folio_test_lru(folio) || folio_test_unevictable(folio))
 			continue;
 		mlf_kernel_mlock(folio);
+		c->kernel_batch = true;
 		c->pages++;
 	}
 }
@@ -472,6 +489,7 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 		return false;
 	if (c->pay) {
 		mlf_pay_ptes(c, start_pte, addr, end);
+		mlf_kernel_drain(c);
 		pte_unmap_unlock(start_pte, ptl);
 		cond_resched();
 		return true;
@@ -520,6 +538,7 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 	mlf_run_sync(c, &rend);
 	mlf_acct_flush(c);
 	mlf_batch_put(b, c->mode != MLF_EAGER);
+	mlf_kernel_drain(c);
 	pte_unmap_unlock(start_pte, ptl);
 	cond_resched();
 	return true;
@@ -650,8 +669,7 @@ static void mlf_finish(struct mlf_ctx *c)
 		else if (c->cpu >= 0)
 			mlf_batch_apply_cpu(c->cpu);
 	}
-	if (c->kernel_batch)
-		mlf_call(mlock_drain_local)();
+	mlf_kernel_drain(c);
 	if (c->mode >= MLF_EAGER && c->mode <= MLF_LEGACY)
 		mlf_count(mode_pages[c->mode - MLF_EAGER], c->pages);
 	if (c->lock)
@@ -679,6 +697,13 @@ static int mlf_populate(struct mlf_ctx *c, int ignore_errors)
 	mlf_count(populate_calls, 1);
 	ret = mlf_call(mm_populate)(c->pop_start, c->pop_end - c->pop_start,
 				    ignore_errors);
+	/*
+	 * The faults mlocked what they mapped through this CPU's kernel
+	 * batch: count those locks now, while they still hold (see
+	 * mlf_kernel_drain(); pages faulted in on a CPU the task has left
+	 * wait for that CPU, as they do after mlock(2)).
+	 */
+	mlf_call(mlock_drain_local)();
 	return ret ? mlf_populate_errno(ret) : 0;
 }
 

@@ -255,8 +255,8 @@ void mlocked_pages_report(void)
 	int kf = open("/proc/kpageflags", O_RDONLY);
 
 	for (l = maps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		unsigned long s, e, a;
-		int n = 0;
+		unsigned long s, e, a, at[4], pfn[4];
+		int n = 0, i;
 
 		if (sscanf(l, "%lx-%lx", &s, &e) != 2 || s >= 0xffff800000000000UL)
 			continue;
@@ -267,11 +267,20 @@ void mlocked_pages_report(void)
 			if (pread(pm, &v, 8, a / 4096 * 8) != 8 || !(v >> 63) ||
 			    pread(kf, &f, 8, (v & ((1ULL << 55) - 1)) * 8) != 8)
 				continue;
-			n += !!(f & (1ULL << 33));
+			if (!(f & (1ULL << 33)))
+				continue;
+			if (n < 4) {
+				at[n] = a;
+				pfn[n] = v & ((1ULL << 55) - 1);
+			}
+			n++;
 		}
 		if (n)
 			fprintf(stderr, "# %d PG_mlocked pages in %.*s\n", n,
 				(int)strcspn(l, "\n"), l);
+		/* Where and which: the pfn finds the page in a kernel trace. */
+		for (i = 0; i < n && i < 4; i++)
+			fprintf(stderr, "#   %lx pfn %lx\n", at[i], pfn[i]);
 	}
 	if (pm >= 0)
 		close(pm);
