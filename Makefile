@@ -80,6 +80,34 @@ $(BIN)/%: test/guest/%
 	@mkdir -p $(BIN)
 	install -m 0755 $< $@
 
+# The kernel's own mlock selftests, unmodified, from each series' source
+# package; mlockfast_kselftest_test runs the running series' set with and
+# without libmlockfast.  Dynamic, for LD_PRELOAD; not our code, so not our
+# warning flags.
+KST_PROGS := mlock2-tests mlock-random-test on-fault-limit
+KST_SERIES := $(patsubst /usr/src/linux-source-%.tar.xz,%,$(wildcard /usr/src/linux-source-6.1.tar.xz /usr/src/linux-source-6.12.tar.xz))
+KST_BINS := $(foreach s,$(KST_SERIES),$(addprefix $(BIN)/kernel-selftests/$(s)/,$(KST_PROGS)))
+userspace: $(KST_BINS)
+
+$(BUILD)/kst/%/.extracted: /usr/src/linux-source-%.tar.xz
+	rm -rf $(@D)
+	mkdir -p $(@D)
+	tar -xJf $< -C $(@D) --strip-components=1 --wildcards \
+		'*/tools/testing/selftests/kselftest.h' '*/tools/testing/selftests/?m/mlock*' \
+		'*/tools/testing/selftests/?m/on-fault-limit.c' '*/tools/testing/selftests/?m/vm_util.*' \
+		'*/include/uapi/linux/fs.h'
+	touch $@
+
+define KST_RULE
+$(BIN)/kernel-selftests/$(1)/%: $(BUILD)/kst/$(1)/.extracted
+	@mkdir -p $$(@D)
+	$$(CC) -O2 -g -Wall -I$(BUILD)/kst/$(1)/include/uapi -o $$@ \
+		$$(wildcard $(BUILD)/kst/$(1)/tools/testing/selftests/?m/$$*.c) \
+		$$(wildcard $(BUILD)/kst/$(1)/tools/testing/selftests/?m/vm_util.c) -lcap
+endef
+$(foreach s,$(KST_SERIES),$(eval $(call KST_RULE,$(s))))
+.SECONDARY: $(foreach s,$(KST_SERIES),$(BUILD)/kst/$(s)/.extracted)
+
 # ---- libmlockfast: the preload library and its API (lib/) ----
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -219,6 +247,6 @@ build-all:
 
 clean:
 	-$(MAKE) -C module KVER=$(KERNELRELEASE) clean
-	rm -rf $(BIN) $(BUILD)/mlockfast.pc $(BUILD)/kselftest $(BUILD)/checkpatch $(BUILD)/logs
+	rm -rf $(BIN) $(BUILD)/mlockfast.pc $(BUILD)/kselftest $(BUILD)/kst $(BUILD)/checkpatch $(BUILD)/logs
 
 .PHONY: all module userspace dkms-source install uninstall install-lib uninstall-lib deps check ab report stress style build-all clean

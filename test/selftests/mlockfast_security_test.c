@@ -32,7 +32,6 @@
 
 #define RW	(PROT_READ | PROT_WRITE)
 #define ANON	(MAP_PRIVATE | MAP_ANONYMOUS)
-#define NOBODY	65534
 #define KB(p)	((long)(p) * (long)(PAGE / 1024))
 /* Where the tests map what both processes of a pair have at one address. */
 #define SHARED_VA	((char *)0x240000000000UL)
@@ -272,22 +271,6 @@ TEST_F(sec, fd_passed_by_scm_rights_acts_on_the_receiver)
 	ASSERT_EQ(receiver, waitpid(receiver, &st, 0));
 	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) TH_LOG("receiver status %#x", st);
 	munmap(p, NPAGES * PAGE);
-}
-
-/* Give up root: uid/gid nobody, no capabilities but CAP_IPC_LOCK if @keep. */
-static void become_nobody(int keep_ipc_lock)
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[2] = { { 0 } };
-
-	if (prctl(PR_SET_KEEPCAPS, keep_ipc_lock) || setgroups(0, NULL) ||
-	    setgid(NOBODY) || setuid(NOBODY))
-		_exit(95);
-	if (keep_ipc_lock) {
-		d[0].effective = d[0].permitted = 1U << CAP_IPC_LOCK;
-		if (syscall(SYS_capset, &h, d))
-			_exit(94);
-	}
 }
 
 static void set_memlock(unsigned long bytes)

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "mlf_test.h"
@@ -373,4 +377,19 @@ int copy_self(const char *path)
 	if (out >= 0)
 		close(out);
 	return n == 0 ? 0 : -1;
+}
+
+void become_nobody(int keep_ipc_lock)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2] = { { 0 } };
+
+	if (prctl(PR_SET_KEEPCAPS, keep_ipc_lock) || setgroups(0, NULL) ||
+	    setgid(NOBODY) || setuid(NOBODY))
+		_exit(95);
+	if (keep_ipc_lock) {
+		d[0].effective = d[0].permitted = 1U << CAP_IPC_LOCK;
+		if (syscall(SYS_capset, &h, d))
+			_exit(94);
+	}
 }

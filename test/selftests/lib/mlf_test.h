@@ -54,6 +54,11 @@ int write_file_long(const char *path, long v);
  */
 int copy_self(const char *path);
 
+#define NOBODY	65534
+/* Give up root: uid/gid nobody, no capabilities but CAP_IPC_LOCK if @keep;
+ * _exit()s (94, 95) if it cannot. */
+void become_nobody(int keep_ipc_lock);
+
 #define CG_ROOT	"/sys/fs/cgroup"
 /* cgroup v2 at CG_ROOT with the memory controller enabled for children,
  * mounted if it was not (*mounted); 0 or -1. */

@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The kernel's own mlock selftests (tools/testing/selftests/mm, vm in 6.1:
+ * mlock2-tests, mlock-random-test, on-fault-limit), built unmodified from
+ * the running series' linux-source package, run as they are and then with
+ * libmlockfast preloaded in each mode, strict, so that every mlock call they
+ * make, syscall(__NR_mlock2) included, is the device's or fails.  Each run
+ * must pass with the same TAP results as the plain one, the device must have
+ * done the locking, and Mlocked, Unevictable and VmLck must end where they
+ * started.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "kselftest_harness.h"
+#include "mlf_test.h"
+
+#define OUT	"/tmp/mlf_kst.out"
+#define ERR	"/tmp/mlf_kst.err"
+
+struct result {
+	int status;
+	char *out, *err;
+};
+
+/* The directory this program runs from: the library and the programs. */
+static const char *bin(void)
+{
+	static char dir[PATH_MAX];
+
+	if (!dir[0]) {
+		char exe[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+		exe[n > 0 ? n : 0] = 0;
+		snprintf(dir, sizeof(dir), "%s", dirname(exe));
+	}
+	return dir;
+}
+
+/* The running kernel's series, whose selftests are the ones to run. */
+static const char *series(void)
+{
+	static struct utsname u;
+
+	if (uname(&u))
+		return "?";
+	if (!strncmp(u.release, "6.1.", 4))
+		return "6.1";
+	if (!strncmp(u.release, "6.12.", 5))
+		return "6.12";
+	return "?";
+}
+
+/* @prog as it is (@mode NULL) or preloaded in @mode; output captured. */
+static struct result run_prog(const char *prog, const char *mode, int nobody)
+{
+	struct result r = { -1, NULL, NULL };
+	char path[PATH_MAX + 64], lib[PATH_MAX + 32];
+	int status;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%s/kernel-selftests/%s/%s", bin(), series(), prog);
+	snprintf(lib, sizeof(lib), "%s/libmlockfast.so.1", bin());
+	pid = fork();
+	if (!pid) {
+		int out = open(OUT, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int err = open(ERR, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+			_exit(96);
+		if (nobody)
+			become_nobody(0);
+		if (mode && (setenv("LD_PRELOAD", lib, 1) || setenv("MLOCKFAST_MODE", mode, 1) ||
+			     setenv("MLOCKFAST_STRICT", "1", 1) || setenv("MLOCKFAST_STATS", "1", 1)))
+			_exit(97);
+		execl(path, path, (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return r;
+	r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	r.out = read_file(OUT);
+	r.err = read_file(ERR);
+	return r;
+}
+
+static void result_free(struct result *r)
+{
+	free(r->out);
+	free(r->err);
+	r->out = r->err = NULL;
+}
+
+/*
+ * What a run says: its TAP result lines ("ok 3 ...", "not ok 4 ..."), or,
+ * from the older programs (6.1) that print only what fails, all of stdout.
+ */
+static char *results(const char *out)
+{
+	size_t n = 0, len = out ? strlen(out) + 1 : 1;
+	char *s = calloc(1, len);
+
+	if (s && out && !strstr(out, "TAP version"))
+		return strcpy(s, out);
+	for (const char *p = out; s && p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		size_t l = strchr(p, '\n') ? (size_t)(strchr(p, '\n') - p) + 1 : strlen(p);
+
+		if (!strncmp(p, "ok ", 3) || !strncmp(p, "not ok ", 7)) {
+			memcpy(s + n, p, l);
+			n += l;
+		}
+	}
+	return s;
+}
+
+/* The lines of @text in the log, as comments. */
+static void log_lines(const char *what, const char *text)
+{
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		ksft_print_msg("%s: %.*s\n", what, (int)strcspn(p, "\n"), p);
+}
+
+/* The library's "device lock N unlock N ..." lines: device calls, refusals. */
+static void lib_calls(const char *err, unsigned long *device, unsigned long *refused)
+{
+	*device = *refused = 0;
+	for (const char *p = err; p && (p = strstr(p, ": device lock ")); p++) {
+		unsigned long v[10];
+
+		if (sscanf(p, ": device lock %lu unlock %lu lockall %lu unlockall %lu lockv %lu unlockv %lu drain %lu stats %lu; syscall %lu; refused %lu",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
+			   &v[8], &v[9]) != 10)
+			continue;
+		*device += v[0] + v[1] + v[2] + v[3] + v[4] + v[5];
+		*refused += v[9];
+	}
+}
+
+FIXTURE(kst) {
+	long mlocked, unevictable, vmlck;
+	mode_t dev_mode;
+};
+
+FIXTURE_VARIANT(kst) {
+	const char *prog;
+	int nobody;	/* the program wants a user without CAP_IPC_LOCK */
+};
+
+FIXTURE_VARIANT_ADD(kst, mlock2_tests) { .prog = "mlock2-tests" };
+FIXTURE_VARIANT_ADD(kst, mlock_random_test) { .prog = "mlock-random-test" };
+FIXTURE_VARIANT_ADD(kst, on_fault_limit) { .prog = "on-fault-limit", .nobody = 1 };
+
+FIXTURE_SETUP(kst)
+{
+	struct stat st;
+
+	ASSERT_EQ(0, stat(MLOCKFAST_DEVICE, &st));
+	self->dev_mode = st.st_mode & 07777;
+	/* uid nobody must reach the device, or the library cannot route */
+	if (variant->nobody)
+		ASSERT_EQ(0, chmod(MLOCKFAST_DEVICE, 0666));
+	mlf_drain();	/* pending batches applied: the gauges compare */
+	self->mlocked = meminfo_kb("Mlocked");
+	self->unevictable = meminfo_kb("Unevictable");
+	self->vmlck = status_kb("VmLck");
+}
+
+FIXTURE_TEARDOWN(kst)
+{
+	chmod(MLOCKFAST_DEVICE, self->dev_mode);
+}
+
+#define EXPECT_BACK(self, what) do {						\
+	mlf_drain();								\
+	EXPECT_EQ((self)->mlocked, meminfo_kb("Mlocked")) TH_LOG("after %s", what); \
+	EXPECT_EQ((self)->unevictable, meminfo_kb("Unevictable")) TH_LOG("after %s", what); \
+	EXPECT_EQ((self)->vmlck, status_kb("VmLck"));				\
+} while (0)
+
+TEST_F_TIMEOUT(kst, passes_as_with_the_syscalls_in_every_mode, 600)
+{
+	static const char * const modes[] = { "eager", "deferred", "reclaim" };
+	struct result plain = run_prog(variant->prog, NULL, variant->nobody);
+	char *want = results(plain.out);
+
+	/* The kernel's own verdict first: the reference must pass. */
+	ASSERT_EQ(0, plain.status) TH_LOG("%s: %s%s", variant->prog, plain.out, plain.err);
+	ASSERT_NE(NULL, want);
+	EXPECT_EQ(NULL, strstr(want, "not ok")) TH_LOG("%s", plain.out);
+	ksft_print_msg("%s of %s: exit 0%s\n", variant->prog, series(),
+		       *want ? ", and" : ", nothing printed");
+	log_lines(variant->prog, want);
+	EXPECT_BACK(self, "the plain run");
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		struct result r = run_prog(variant->prog, modes[i], variant->nobody);
+		unsigned long device, refused;
+		char *got = results(r.out);
+
+		EXPECT_EQ(0, r.status) TH_LOG("%s: %s%s", modes[i], r.out, r.err);
+		ASSERT_NE(NULL, got);
+		EXPECT_STREQ(want, got) TH_LOG("%s", modes[i]);
+		lib_calls(r.err, &device, &refused);
+		EXPECT_LT(0UL, device) TH_LOG("%s: %s", modes[i], r.err);
+		EXPECT_EQ(0UL, refused) TH_LOG("%s: %s", modes[i], r.err);
+		EXPECT_BACK(self, modes[i]);
+		free(got);
+		result_free(&r);
+	}
+	free(want);
+	result_free(&plain);
+}
+
+TEST_HARNESS_MAIN
