@@ -106,6 +106,16 @@ $(BIN)/kernel-selftests/$(1)/%: $(BUILD)/kst/$(1)/.extracted
 		$$(wildcard $(BUILD)/kst/$(1)/tools/testing/selftests/?m/vm_util.c) -lcap
 endef
 $(foreach s,$(KST_SERIES),$(eval $(call KST_RULE,$(s))))
+
+# Debian's stress-ng, whose mlock stressors the same test runs, with its
+# loader and libraries beside it: the test runs private copies of them all.
+userspace: $(BIN)/stress-ng.d/stress-ng
+$(BIN)/stress-ng.d/stress-ng:
+	@test -x /usr/bin/stress-ng || { echo "stress-ng is needed: run test/vm/deps" >&2; exit 1; }
+	rm -rf $(@D)
+	mkdir -p $(@D)
+	cp -L $$(ldd /usr/bin/stress-ng | awk '{ for (i = 1; i <= NF; i++) if ($$i ~ /^\//) print $$i }') $(@D)/
+	install -m 0755 /usr/bin/stress-ng $@
 .SECONDARY: $(foreach s,$(KST_SERIES),$(BUILD)/kst/$(s)/.extracted)
 
 # ---- libmlockfast: the preload library and its API (lib/) ----

@@ -262,19 +262,17 @@ mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
 	return b;
 }
 
-/* PG_mlocked off a folio not (yet) on the unevictable list. */
-static __always_inline void mlf_clear_mlocked(struct mlf_ctx *c, struct folio *folio)
+/*
+ * PG_mlocked off a folio not (yet) on the unevictable list, by the kernel's
+ * munlock, which clears it under the LRU lock.  A move to the unevictable
+ * list under way (another mapping's mlock_folio(), a putback) tests the
+ * flag first and moves the folio after: cleared here in between, the folio
+ * would stay on that list, unlocked, for good.
+ */
+static void mlf_clear_mlocked(struct mlf_ctx *c, struct folio *folio)
 {
-	if (!folio_test_clear_mlocked(folio))
-		return;
-	mlf_acct(c, folio);
-	/* Order the clear before the re-check, as the mover orders its test. */
-	smp_mb__after_atomic();
-	if (folio_test_unevictable(folio)) {
-		/* A move raced with us: the kernel's munlock moves it back. */
-		mlf_kernel_munlock(folio);
-		c->kernel_batch = true;
-	}
+	if (folio_test_mlocked(folio))
+		mlf_to_kernel(c, folio);
 }
 
 static __always_inline struct mlf_batch *
@@ -393,9 +391,16 @@ static __always_inline bool mlf_unlock_fast(struct mlf_ctx *c,
 	if (!folio_test_clear_mlocked(folio))
 		return true;	/* unlocked meanwhile: nothing to undo */
 	mlf_acct_one(c, folio, flags);
-	/* Order the clear before the re-check, as mlf_clear_mlocked(). */
+	/*
+	 * A move to the unevictable list takes the folio off the LRU, tests
+	 * PG_mlocked, moves it, and puts it back on the LRU.  One that tested
+	 * before our clear shows now either as moved or as still off the LRU
+	 * (one read of the flags sees both): either way the kernel's munlock
+	 * looks again, under the LRU lock, and moves it back.
+	 */
 	smp_mb__after_atomic();
-	if (unlikely(folio_test_unevictable(folio))) {
+	flags = READ_ONCE(folio->flags);
+	if (unlikely((flags & (BIT(PG_lru) | BIT(PG_unevictable))) != BIT(PG_lru))) {
 		mlf_kernel_munlock(folio);
 		c->kernel_batch = true;
 	}

@@ -7,7 +7,8 @@
  * make, syscall(__NR_mlock2) included, is the device's or fails.  Each run
  * must pass with the same TAP results as the plain one, the device must have
  * done the locking, and Mlocked, Unevictable and VmLck must end where they
- * started.
+ * started.  stress-ng's mlock stressors (Debian's stress-ng) go the same
+ * way; their output is timing, so only their verdict is compared.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,16 +61,41 @@ static const char *series(void)
 	return "?";
 }
 
-/* @prog as it is (@mode NULL) or preloaded in @mode; output captured. */
-static struct result run_prog(const char *prog, const char *mode, int nobody)
+struct prog {
+	const char *name;
+	int kernel;		/* one of the series' selftests, else in bin() */
+	int nobody;		/* wants a user without CAP_IPC_LOCK */
+	const char *args[8];	/* its arguments */
+	const char *says;	/* what its output must hold, if not TAP */
+	const char *copy;	/* run private copies of this directory's files */
+};
+
+/* @p as it is (@mode NULL) or preloaded in @mode; output captured. */
+static struct result run_prog(const struct prog *p, const char *mode)
 {
 	struct result r = { -1, NULL, NULL };
-	char path[PATH_MAX + 64], lib[PATH_MAX + 32];
-	int status;
+	char path[PATH_MAX + 64], lib[PATH_MAX + 32], prog[PATH_MAX + 64];
+	char dir[] = "/tmp/mlf-kst.XXXXXX";
+	const char *argv[12] = { path };
+	int status, n = 1;
 	pid_t pid;
 
-	snprintf(path, sizeof(path), "%s/kernel-selftests/%s/%s", bin(), series(), prog);
 	snprintf(lib, sizeof(lib), "%s/libmlockfast.so.1", bin());
+	if (p->kernel) {
+		snprintf(path, sizeof(path), "%s/kernel-selftests/%s/%s", bin(), series(), p->name);
+	} else {
+		/* the copies, run through their own loader */
+		if (!mkdtemp(dir) || run("cp %s/%s/* %s %s/", bin(), p->copy, lib, dir))
+			return r;
+		snprintf(path, sizeof(path), "%s/ld-linux-x86-64.so.2", dir);
+		snprintf(prog, sizeof(prog), "%s/%s", dir, p->name);
+		snprintf(lib, sizeof(lib), "%s/libmlockfast.so.1", dir);
+		argv[n++] = "--library-path";
+		argv[n++] = dir;
+		argv[n++] = prog;
+	}
+	for (int i = 0; i < 8 && p->args[i]; i++)
+		argv[n++] = p->args[i];
 	pid = fork();
 	if (!pid) {
 		int out = open(OUT, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -77,20 +103,28 @@ static struct result run_prog(const char *prog, const char *mode, int nobody)
 
 		if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 			_exit(96);
-		if (nobody)
+		if (p->nobody)
 			become_nobody(0);
 		if (mode && (setenv("LD_PRELOAD", lib, 1) || setenv("MLOCKFAST_MODE", mode, 1) ||
 			     setenv("MLOCKFAST_STRICT", "1", 1) || setenv("MLOCKFAST_STATS", "1", 1)))
 			_exit(97);
-		execl(path, path, (char *)NULL);
+		execv(path, (char **)argv);
 		_exit(127);
 	}
-	if (pid < 0 || waitpid(pid, &status, 0) != pid)
-		return r;
-	r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	if (pid > 0 && waitpid(pid, &status, 0) == pid)
+		r.status = WIFEXITED(status) ? WEXITSTATUS(status) :
+					       128 + WTERMSIG(status);
 	r.out = read_file(OUT);
 	r.err = read_file(ERR);
+	if (!p->kernel)
+		run("rm -rf %s", dir);
 	return r;
+}
+
+/* Whether the run printed @text, on stdout or stderr. */
+static int printed(const struct result *r, const char *text)
+{
+	return (r->out && strstr(r->out, text)) || (r->err && strstr(r->err, text));
 }
 
 static void result_free(struct result *r)
@@ -151,13 +185,29 @@ FIXTURE(kst) {
 };
 
 FIXTURE_VARIANT(kst) {
-	const char *prog;
-	int nobody;	/* the program wants a user without CAP_IPC_LOCK */
+	struct prog p;
 };
 
-FIXTURE_VARIANT_ADD(kst, mlock2_tests) { .prog = "mlock2-tests" };
-FIXTURE_VARIANT_ADD(kst, mlock_random_test) { .prog = "mlock-random-test" };
-FIXTURE_VARIANT_ADD(kst, on_fault_limit) { .prog = "on-fault-limit", .nobody = 1 };
+FIXTURE_VARIANT_ADD(kst, mlock2_tests) { { "mlock2-tests", .kernel = 1 } };
+FIXTURE_VARIANT_ADD(kst, mlock_random_test) { { "mlock-random-test", .kernel = 1 } };
+FIXTURE_VARIANT_ADD(kst, on_fault_limit) { { "on-fault-limit", .kernel = 1, .nobody = 1 } };
+/*
+ * mlock: ranges locked and unlocked; mlockmany: forked children lock.  The
+ * kernel alone, with the syscalls, leaves a page of stress-ng or of its
+ * libraries behind now and then under this load, on both series: first on
+ * the unevictable list, not mlocked, unmapped (an munlock that finds the
+ * folio off the LRU clears PG_mlocked while a concurrent mlock moves it
+ * there), then mlocked for good by a later run (measured 2026-11-30:
+ * within 3 to 6 runs; docs/repro/kernel-stress-ng-mlock-leak.sh).  So it
+ * runs from private copies of itself, its loader and its libraries, which
+ * take such pages with them when they are deleted; the gauges then compare,
+ * and still catch a folio reference kept or any other page left locked
+ * (not a count left on the copies' pages, which go the same way).
+ */
+FIXTURE_VARIANT_ADD(kst, stress_ng) {
+	{ "stress-ng", .args = { "--mlock", "2", "--mlockmany", "2", "--timeout", "4" },
+	  .says = "successful run completed", .copy = "stress-ng.d" }
+};
 
 FIXTURE_SETUP(kst)
 {
@@ -166,7 +216,7 @@ FIXTURE_SETUP(kst)
 	ASSERT_EQ(0, stat(MLOCKFAST_DEVICE, &st));
 	self->dev_mode = st.st_mode & 07777;
 	/* uid nobody must reach the device, or the library cannot route */
-	if (variant->nobody)
+	if (variant->p.nobody)
 		ASSERT_EQ(0, chmod(MLOCKFAST_DEVICE, 0666));
 	mlf_drain();	/* pending batches applied: the gauges compare */
 	self->mlocked = meminfo_kb("Mlocked");
@@ -189,26 +239,34 @@ FIXTURE_TEARDOWN(kst)
 TEST_F_TIMEOUT(kst, passes_as_with_the_syscalls_in_every_mode, 600)
 {
 	static const char * const modes[] = { "eager", "deferred", "reclaim" };
-	struct result plain = run_prog(variant->prog, NULL, variant->nobody);
-	char *want = results(plain.out);
+	const struct prog *p = &variant->p;
+	struct result plain = run_prog(p, NULL);
+	char *want = p->says ? strdup(p->says) : results(plain.out);
 
-	/* The kernel's own verdict first: the reference must pass. */
-	ASSERT_EQ(0, plain.status) TH_LOG("%s: %s%s", variant->prog, plain.out, plain.err);
+	/* The program's own verdict first: the reference must pass. */
+	ASSERT_EQ(0, plain.status) TH_LOG("%s: %s%s", p->name, plain.out, plain.err);
 	ASSERT_NE(NULL, want);
 	EXPECT_EQ(NULL, strstr(want, "not ok")) TH_LOG("%s", plain.out);
-	ksft_print_msg("%s of %s: exit 0%s\n", variant->prog, series(),
+	if (p->says) {
+		EXPECT_TRUE(printed(&plain, p->says)) TH_LOG("%s%s", plain.out, plain.err);
+	}
+	ksft_print_msg("%s on %s: exit 0%s\n", p->name, series(),
 		       *want ? ", and" : ", nothing printed");
-	log_lines(variant->prog, want);
+	log_lines(p->name, want);
 	EXPECT_BACK(self, "the plain run");
 
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
-		struct result r = run_prog(variant->prog, modes[i], variant->nobody);
+		struct result r = run_prog(p, modes[i]);
 		unsigned long device, refused;
 		char *got = results(r.out);
 
 		EXPECT_EQ(0, r.status) TH_LOG("%s: %s%s", modes[i], r.out, r.err);
 		ASSERT_NE(NULL, got);
-		EXPECT_STREQ(want, got) TH_LOG("%s", modes[i]);
+		if (p->says) {
+			EXPECT_TRUE(printed(&r, p->says)) TH_LOG("%s: %s%s", modes[i], r.out, r.err);
+		} else {
+			EXPECT_STREQ(want, got) TH_LOG("%s", modes[i]);
+		}
 		lib_calls(r.err, &device, &refused);
 		EXPECT_LT(0UL, device) TH_LOG("%s: %s", modes[i], r.err);
 		EXPECT_EQ(0UL, refused) TH_LOG("%s: %s", modes[i], r.err);
