@@ -129,11 +129,21 @@ static void mlf_batch_apply(struct mlf_batch *b)
 		} else {
 			voided++;
 		}
-		mlf_kill(b, e);
 	}
-	mlf_reset(b);
+	/*
+	 * The entries die only once the kernel has counted their mlocks.
+	 * Until then an unlock of the folio (DRAIN and the timer run without
+	 * mmap_lock) must find them live and wait for b->lock: were they gone
+	 * first, it would find the folio mlocked but not yet moved, take that
+	 * lock for uncounted and only clear PG_mlocked, and the mlock still
+	 * queued in the kernel's batch would count a later lock a second time.
+	 */
 	if (applied)
 		mlf_call(mlock_drain_local)();
+	for (i = 0; i < b->nr; i++)
+		if (b->entries[i].live)
+			mlf_kill(b, &b->entries[i]);
+	mlf_reset(b);
 	if (applied || voided)
 		mlf_count(batches_applied, 1);
 	mlf_count(moves_applied, applied);

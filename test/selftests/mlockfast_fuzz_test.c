@@ -21,8 +21,9 @@
  * threaded tests once defer_ms is made large enough that no timer applies
  * a batch), MLF_FUZZ_CALLS the number of calls of all tests together
  * (default 1000000), MLF_FUZZ_MODE=0..4 one mode for every call (0 the
- * module's default, 1 eager (the default here), 2 deferred, 3 reclaim,
- * 4 legacy; -1 a random one per call), MLF_FUZZ_ORDER
+ * module's default, 1 eager (the exact parts' default), 2 deferred,
+ * 3 reclaim, 4 legacy; -1 a random one per call, the racing part's
+ * default), MLF_FUZZ_ORDER
  * whether the syscall comes after (0, the default), before (1) or either
  * side (-1) of the ioctl, MLF_FUZZ_SYSCALLS_ONLY=1 the syscall in place of
  * the ioctl (to tell a kernel quirk from a module bug), MLF_FUZZ_STOP=n
@@ -833,12 +834,12 @@ static void fuzz_child(long calls, int threads, long limit, long ml0, long ue0)
 	 * the ioctl on the same pages, and with moves left queued (deferred,
 	 * reclaim) the syscall's munlock() can undo a lock whose move is then
 	 * still paid, a documented limit (README;
-	 * docs/repro/fuzz-syscall-first-leak.sh).  The racing part too, for
-	 * now: on 6.12 it still leaks, rarely, in deferred mode, an open bug
-	 * kept out of the suite (docs/repro/fuzz-racing-deferred-leak.sh).
+	 * docs/repro/fuzz-syscall-first-leak.sh).  The racing part, ioctls
+	 * alone, draws each call's mode: deferred and reclaim leave moves
+	 * queued that DRAIN and the timer apply while other threads unlock.
 	 * MLF_FUZZ_MODE=n forces mode n, -1 draws each call's mode at random.
 	 */
-	fz.mode = seq_env_long("MLF_FUZZ_MODE", 1);
+	fz.mode = seq_env_long("MLF_FUZZ_MODE", threads ? -1 : 1);
 	fz.check_each = seq_env_long("MLF_FUZZ_CHECK_EACH", 0);
 	fz.trace_from = seq_env_long("MLF_FUZZ_TRACE", -1);
 	/*

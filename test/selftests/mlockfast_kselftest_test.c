@@ -32,21 +32,6 @@ struct result {
 	char *out, *err;
 };
 
-/* The directory this program runs from: the library and the programs. */
-static const char *bin(void)
-{
-	static char dir[PATH_MAX];
-
-	if (!dir[0]) {
-		char exe[PATH_MAX];
-		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-		exe[n > 0 ? n : 0] = 0;
-		snprintf(dir, sizeof(dir), "%s", dirname(exe));
-	}
-	return dir;
-}
-
 /* The running kernel's series, whose selftests are the ones to run. */
 static const char *series(void)
 {
@@ -63,7 +48,7 @@ static const char *series(void)
 
 struct prog {
 	const char *name;
-	int kernel;		/* one of the series' selftests, else in bin() */
+	int kernel;		/* one of the series' selftests, else in mlf_bindir() */
 	int nobody;		/* wants a user without CAP_IPC_LOCK */
 	const char *args[8];	/* its arguments */
 	const char *says;	/* what its output must hold, if not TAP */
@@ -80,12 +65,12 @@ static struct result run_prog(const struct prog *p, const char *mode)
 	int status, n = 1;
 	pid_t pid;
 
-	snprintf(lib, sizeof(lib), "%s/libmlockfast.so.1", bin());
+	snprintf(lib, sizeof(lib), "%s/libmlockfast.so.1", mlf_bindir());
 	if (p->kernel) {
-		snprintf(path, sizeof(path), "%s/kernel-selftests/%s/%s", bin(), series(), p->name);
+		snprintf(path, sizeof(path), "%s/kernel-selftests/%s/%s", mlf_bindir(), series(), p->name);
 	} else {
 		/* the copies, run through their own loader */
-		if (!mkdtemp(dir) || run("cp %s/%s/* %s %s/", bin(), p->copy, lib, dir))
+		if (!mkdtemp(dir) || run("cp %s/%s/* %s %s/", mlf_bindir(), p->copy, lib, dir))
 			return r;
 		snprintf(path, sizeof(path), "%s/ld-linux-x86-64.so.2", dir);
 		snprintf(prog, sizeof(prog), "%s/%s", dir, p->name);

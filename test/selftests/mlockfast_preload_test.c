@@ -39,20 +39,6 @@ struct lib_stats {
 	int lines;
 };
 
-static char bindir[PATH_MAX];
-
-static const char *bin(void)
-{
-	if (!bindir[0]) {
-		char exe[PATH_MAX];
-		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-		exe[n > 0 ? n : 0] = 0;
-		snprintf(bindir, sizeof(bindir), "%s", dirname(exe));
-	}
-	return bindir;
-}
-
 /* mlf-preload-calls @what, preloaded or not, with @env; output captured. */
 static struct result calls(bool preload, const char *env, const char *what)
 {
@@ -60,9 +46,9 @@ static struct result calls(bool preload, const char *env, const char *what)
 	struct result r;
 
 	if (preload)
-		snprintf(pre, sizeof(pre), "LD_PRELOAD=%s/libmlockfast.so", bin());
+		snprintf(pre, sizeof(pre), "LD_PRELOAD=%s/libmlockfast.so", mlf_bindir());
 	r.status = run("env %s %s %s/mlf-preload-calls %s >" OUT " 2>" ERR, pre, env,
-		       bin(), what);
+		       mlf_bindir(), what);
 	r.out = read_file(OUT);
 	r.err = read_file(ERR);
 	unlink(OUT);
@@ -413,7 +399,7 @@ TEST_F(preload, without_the_module_falls_back_or_fails_strictly)
 	r2 = calls(true, "MLOCKFAST_STRICT=1 MLOCKFAST_STATS=1", "calls");
 	r3 = calls(true, "", "threads");
 	/* the API, in a program linked with the library */
-	r4.status = run("%s/mlockfast_lib_test >" OUT " 2>&1", bin());
+	r4.status = run("%s/mlockfast_lib_test >" OUT " 2>&1", mlf_bindir());
 	r4.out = read_file(OUT);
 	r4.err = NULL;
 	if (!mlf_module_loaded())

@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <libgen.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -392,4 +394,18 @@ void become_nobody(int keep_ipc_lock)
 		if (syscall(SYS_capset, &h, d))
 			_exit(94);
 	}
+}
+
+const char *mlf_bindir(void)
+{
+	static char dir[PATH_MAX];
+
+	if (!dir[0]) {
+		char exe[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+		exe[n > 0 ? n : 0] = 0;
+		snprintf(dir, sizeof(dir), "%s", dirname(exe));
+	}
+	return dir;
 }

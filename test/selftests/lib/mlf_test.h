@@ -35,6 +35,8 @@ char *read_file(const char *path);
 long read_long(const char *path);
 /* Whether mlockfast is in /proc/modules. */
 int mlf_module_loaded(void);
+/* The directory of the running program: the other programs are there. */
+const char *mlf_bindir(void);
 /* Run a shell command, return its exit status (or -1). */
 int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Lines of the kernel log containing @needle since the last mark. */
