@@ -106,6 +106,7 @@ $(BIN)/kernel-selftests/$(1)/%: $(BUILD)/kst/$(1)/.extracted
 		$$(wildcard $(BUILD)/kst/$(1)/tools/testing/selftests/?m/vm_util.c) -lcap
 endef
 $(foreach s,$(KST_SERIES),$(eval $(call KST_RULE,$(s))))
+.SECONDARY: $(foreach s,$(KST_SERIES),$(BUILD)/kst/$(s)/.extracted)
 
 # Debian's stress-ng, whose mlock stressors the same test runs, with its
 # loader and libraries beside it: the test runs private copies of them all.
@@ -116,7 +117,6 @@ $(BIN)/stress-ng.d/stress-ng:
 	mkdir -p $(@D)
 	cp -L $$(ldd /usr/bin/stress-ng | awk '{ for (i = 1; i <= NF; i++) if ($$i ~ /^\//) print $$i }') $(@D)/
 	install -m 0755 /usr/bin/stress-ng $@
-.SECONDARY: $(foreach s,$(KST_SERIES),$(BUILD)/kst/$(s)/.extracted)
 
 # ---- libmlockfast: the preload library and its API (lib/) ----
 PREFIX ?= /usr/local
