@@ -55,6 +55,8 @@ struct mlf_batch {
 
 static struct mlf_batch **mlf_batches;
 static enum cpuhp_state mlf_cpuhp_state;
+/* Batches with a live entry: an unlock asks "any but mine?" in O(1). */
+static atomic_t mlf_busy;
 
 /* Linear probing: the hash slot of @folio, or of the free slot ending it. */
 static unsigned int mlf_slot(struct mlf_batch *b, struct folio *folio)
@@ -81,7 +83,8 @@ static void mlf_kill(struct mlf_batch *b, struct mlf_entry *e)
 	e->live = false;
 	mlf_mm_pending_add(e->owner, -1);
 	folio_put(e->folio);
-	b->live--;
+	if (!--b->live)
+		atomic_dec(&mlf_busy);
 }
 
 /* Forget every entry (all dead by now). */
@@ -238,7 +241,8 @@ bool mlf_batch_push(struct mlf_batch *b, struct folio *folio,
 	e->owner = owner;
 	e->addr = addr;
 	e->live = true;
-	b->live++;
+	if (!b->live++)
+		atomic_inc(&mlf_busy);
 	mlf_count(moves_queued, 1);
 	return true;
 }
@@ -287,15 +291,13 @@ int mlf_batch_cancel_remote(struct folio *folio, struct mlf_mm *owner,
 	return found;
 }
 
-/* Does any CPU but this one hold entries? */
+/* Does any CPU but this one hold entries?  (Every unlock asks.) */
 bool mlf_batch_remote_pending(void)
 {
-	int cpu, self = raw_smp_processor_id();
+	int busy = atomic_read(&mlf_busy);
 
-	for_each_possible_cpu(cpu)
-		if (cpu != self && mlf_cpu_pending(cpu))
-			return true;
-	return false;
+	return busy > 1 ||
+	       (busy && !mlf_cpu_pending(raw_smp_processor_id()));
 }
 
 /*
@@ -329,10 +331,13 @@ void mlf_batch_void(struct mlf_mm *owner, unsigned long start,
 	}
 }
 
-/* Entries owing a move in @b, which the caller holds (mlf_batch_get()). */
-unsigned int mlf_batch_live(const struct mlf_batch *b)
+/*
+ * Does this CPU's batch hold no entry?  Preemption off, and no lock needed:
+ * only this CPU adds entries to it, so an empty batch stays empty.
+ */
+bool mlf_batch_idle(void)
 {
-	return b->live;
+	return !READ_ONCE(mlf_batches[smp_processor_id()]->live);
 }
 
 /* Folio references the batches hold: one per live entry. */

@@ -258,15 +258,16 @@ unsigned int mlf_pte_folio_step(struct folio *folio, struct vm_area_struct *vma,
 #endif
 
 /* The pages' lock state changes: set the flags the way mlock does, walk. */
-static void mlf_fixup_pages(struct vm_area_struct *vma, unsigned long start,
-			    unsigned long end, vm_flags_t oldflags,
-			    vm_flags_t newflags,
-			    const struct mlf_fixup_ops *ops, void *ctx)
+static __always_inline void mlf_fixup_pages(struct vm_area_struct *vma,
+					    unsigned long start,
+					    unsigned long end,
+					    vm_flags_t oldflags,
+					    vm_flags_t newflags, void *ctx)
 {
 	if ((newflags & VM_LOCKED) && (oldflags & VM_LOCKED)) {
 		/* No page work, and mlocking twice would be wrong. */
 		mlf_vma_set_flags(vma, newflags);
-		ops->skipped(ctx, vma, start, end);
+		mlf_skip_pages(ctx, vma, start, end);
 		return;
 	}
 	/*
@@ -276,7 +277,7 @@ static void mlf_fixup_pages(struct vm_area_struct *vma, unsigned long start,
 	 */
 	mlf_vma_set_flags(vma, (newflags & VM_LOCKED) ? newflags | VM_IO :
 			  newflags);
-	ops->pages(ctx, vma, start, end);
+	mlf_walk_pages(ctx, vma, start, end);
 	if (newflags & VM_LOCKED)
 		mlf_vma_set_flags(vma, newflags);
 }
@@ -317,11 +318,10 @@ static bool mlf_stays_alone(struct vm_area_struct *vma,
  * populate still visits the part inside the range.
  */
 static void mlf_merged_over(struct vm_area_struct *vma, unsigned long from,
-			    unsigned long to, const struct mlf_fixup_ops *ops,
-			    void *ctx)
+			    unsigned long to, void *ctx)
 {
 	if (from < to)
-		ops->skipped(ctx, vma, from, to);
+		mlf_skip_pages(ctx, vma, from, to);
 }
 
 static void mlf_account(struct mm_struct *mm, unsigned long start,
@@ -337,12 +337,183 @@ static void mlf_account(struct mm_struct *mm, unsigned long start,
 	mm->locked_vm += nr_pages;
 }
 
+/*
+ * The maple tree's private encodings that the sibling step below reads, the
+ * same in both series (lib/maple_tree.c): a node's parent pointer holds, in
+ * its low byte, a root bit, the parent's type (MAPLE_PARENT_RANGE64 for the
+ * 64-bit range nodes of the mm's tree) and the node's slot in the parent.
+ */
+#define MLF_MAPLE_PARENT_TYPE	0x07	/* root bit and type bits */
+#define MLF_MAPLE_PARENT_RANGE64	0x06	/* not the root, 64-bit ranges */
+#define MLF_MAPLE_PARENT_SLOT(p)	(((p) & 0xF8) >> 3)
+
+static __always_inline struct maple_node *mlf_mte_node(unsigned long enode)
+{
+	return (struct maple_node *)(enode & ~MAPLE_NODE_MASK);
+}
+
+/* An encoded node that is a maple_leaf_64. */
+static __always_inline bool mlf_mte_leaf64(unsigned long enode)
+{
+	return !(enode & 3) &&
+	       ((enode >> MAPLE_NODE_TYPE_SHIFT) & MAPLE_NODE_TYPE_MASK) ==
+	       maple_leaf_64;
+}
+
+#define MLF_LEAF_PREV	1
+#define MLF_LEAF_NEXT	2
+
+/*
+ * The entries on either side of the one a maple walk (mas_walk()) stopped
+ * at, read from the walk's leaf: a mas_prev() or mas_next() step costs more
+ * than the rest of a small mlock.  The leaves of the mm's tree are
+ * maple_leaf_64 nodes (pivots, then slots, as include/linux/maple_tree.h
+ * lays them out in both series), and a gap between VMAs is a NULL slot.
+ * Returns which of *@prev (MLF_LEAF_PREV) and *@next (MLF_LEAF_NEXT) it set:
+ * not those in another node.
+ */
+static __always_inline unsigned int mlf_leaf_sides(const struct ma_state *mas,
+						   void **prev, void **next)
+{
+	unsigned long enode = (unsigned long)mas->node;
+	struct maple_range_64 *leaf;
+	unsigned int sides = 0;
+
+#ifdef MLF_SERIES_6_12
+	if (mas->status != ma_active)
+		return 0;
+#endif
+	/* (6.1: MAS_START, MAS_NONE, ... and MA_ERROR() have a low bit set.) */
+	if (!mlf_mte_leaf64(enode))
+		return 0;
+	leaf = &mlf_mte_node(enode)->mr64;
+	/*
+	 * The slot before covers up to mas->index - 1, the next from
+	 * mas->last + 1.  The tree only changes under the mmap_lock, held for
+	 * writing here.
+	 */
+	if (mas->offset) {
+		*prev = rcu_dereference_protected(leaf->slot[mas->offset - 1],
+						  true);
+		sides |= MLF_LEAF_PREV;
+	}
+	if (mas->last < mas->max) {
+		*next = rcu_dereference_protected(leaf->slot[mas->offset + 1],
+						  true);
+		sides |= MLF_LEAF_NEXT;
+	}
+	return sides;
+}
+
+/*
+ * The neighbour of the walk's entry that lies in the leaf beside the walk's
+ * leaf (the entry is first or last there), one step through their parent:
+ * the last slot of the leaf before, or the first of the leaf after.  false
+ * when that leaf has another parent, or the nodes are not what the mm's
+ * tree is made of: ask the tree then.
+ */
+static bool mlf_sibling_side(const struct ma_state *mas, bool before,
+			     void **entry)
+{
+	struct maple_node *node = mlf_mte_node((unsigned long)mas->node);
+	unsigned long parent = (unsigned long)node->parent, sib;
+	struct maple_arange_64 *pn;
+	struct maple_range_64 *leaf;
+	unsigned int slot, end;
+
+	if (!(mas->tree->ma_flags & MT_FLAGS_ALLOC_RANGE) ||
+	    (parent & MLF_MAPLE_PARENT_TYPE) != MLF_MAPLE_PARENT_RANGE64)
+		return false;
+	pn = &mlf_mte_node(parent)->ma64;
+	slot = MLF_MAPLE_PARENT_SLOT(parent);
+	/* An allocation-range parent: its metadata holds its last slot. */
+	if (before ? !slot : slot >= pn->meta.end)
+		return false;
+	sib = (unsigned long)rcu_dereference_protected(pn->slot[before ? slot - 1 :
+								  slot + 1],
+						       true);
+	if (!mlf_mte_leaf64(sib))
+		return false;
+	leaf = &mlf_mte_node(sib)->mr64;
+	if (!before) {
+		*entry = rcu_dereference_protected(leaf->slot[0], true);
+		return true;
+	}
+	/* The leaf's last slot, found as ma_data_end() finds it. */
+	end = MAPLE_RANGE64_SLOTS - 2;
+	if (!leaf->pivot[end])
+		end = leaf->meta.end;
+	else if (leaf->pivot[end] != mas->min - 1)
+		end = MAPLE_RANGE64_SLOTS - 1;
+	*entry = rcu_dereference_protected(leaf->slot[end], true);
+	return true;
+}
+
+/* A neighbour in another leaf (kept out of line). */
+static noinline void *mlf_tree_side(const struct ma_state *mas, bool before)
+{
+	struct ma_state step = *mas;
+	void *entry;
+
+	if (mlf_sibling_side(mas, before, &entry))
+		return entry;
+	return before ? mas_prev(&step, 0) : mas_next(&step, ULONG_MAX);
+}
+
+/* Could @entry, touching the VMA before or after it (at @at), merge in @flags? */
+static __always_inline bool mlf_side_merges(void *entry, bool before,
+					    unsigned long at, vm_flags_t flags)
+{
+	struct vm_area_struct *vma = entry;
+
+	if (xa_is_internal(entry))
+		return true;	/* not a VMA: let the kernel's merge look */
+	return vma && (before ? vma->vm_end : vma->vm_start) == at &&
+	       mlf_mergeable_flags(vma, flags);
+}
+
+/*
+ * mlf_stays_alone() for the common call, a whole VMA, right after the walk
+ * that found it, without the previous VMA in hand.
+ */
+static bool mlf_walked_alone(const struct ma_state *mas,
+			     struct vm_area_struct *vma, unsigned long start,
+			     unsigned long end, vm_flags_t newflags)
+{
+	void *prev, *next;
+	unsigned int sides;
+
+	if (start != vma->vm_start || end != vma->vm_end)
+		return false;
+	sides = mlf_leaf_sides(mas, &prev, &next);
+	if (!(sides & MLF_LEAF_PREV))
+		prev = mlf_tree_side(mas, true);
+	if (mlf_side_merges(prev, true, start, newflags))
+		return false;
+	if (!(sides & MLF_LEAF_NEXT))
+		next = mlf_tree_side(mas, false);
+	return !mlf_side_merges(next, false, end, newflags);
+}
+
+/* mlock_fixup() of a piece that neither splits nor merges. */
+static void mlf_fixup_in_place(struct vm_area_struct *vma, unsigned long start,
+			       unsigned long end, vm_flags_t newflags, void *ctx)
+{
+	vm_flags_t oldflags = vma->vm_flags;
+
+	if (newflags == oldflags || !mlf_vma_lockable(vma)) {
+		mlf_skip_pages(ctx, vma, start, end);
+		return;
+	}
+	mlf_account(vma->vm_mm, start, end, oldflags, newflags);
+	mlf_fixup_pages(vma, start, end, oldflags, newflags, ctx);
+}
+
 #ifdef MLF_SERIES_6_1
 /* mlock_fixup() of 6.1; *prev is left at the VMA now covering the piece. */
 static int mlf_fixup(struct ma_state *mas, struct vm_area_struct *vma,
 		     struct vm_area_struct **prev, unsigned long start,
-		     unsigned long end, vm_flags_t newflags,
-		     const struct mlf_fixup_ops *ops, void *ctx)
+		     unsigned long end, vm_flags_t newflags, void *ctx)
 {
 	struct mm_struct *mm = vma->vm_mm;
 	vm_flags_t oldflags = vma->vm_flags;
@@ -351,7 +522,7 @@ static int mlf_fixup(struct ma_state *mas, struct vm_area_struct *vma,
 	int ret = 0;
 
 	if (newflags == oldflags || !mlf_vma_lockable(vma)) {
-		ops->skipped(ctx, vma, start, end);
+		mlf_skip_pages(ctx, vma, start, end);
 		goto out;
 	}
 
@@ -378,19 +549,19 @@ static int mlf_fixup(struct ma_state *mas, struct vm_area_struct *vma,
 	}
 modified:
 	mlf_account(mm, start, end, oldflags, newflags);
-	mlf_fixup_pages(vma, start, end, oldflags, newflags, ops, ctx);
+	mlf_fixup_pages(vma, start, end, oldflags, newflags, ctx);
 out:
 	*prev = vma;
 	return ret;
 }
 
 int mlf_apply_range(struct mm_struct *mm, unsigned long start,
-		    unsigned long len, vm_flags_t flags,
-		    const struct mlf_fixup_ops *ops, void *ctx)
+		    unsigned long len, vm_flags_t flags, void *ctx)
 {
 	MA_STATE(mas, &mm->mm_mt, start, start);
 	unsigned long nstart, end, tmp;
 	struct vm_area_struct *vma, *prev;
+	vm_flags_t newflags;
 	int error;
 
 	end = start + len;
@@ -401,6 +572,11 @@ int mlf_apply_range(struct mm_struct *mm, unsigned long start,
 	vma = mas_walk(&mas);
 	if (!vma)
 		return -ENOMEM;
+	newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) | flags;
+	if (mlf_walked_alone(&mas, vma, start, end, newflags)) {
+		mlf_fixup_in_place(vma, start, end, newflags, ctx);
+		return 0;
+	}
 	if (start > vma->vm_start) {
 		prev = vma;
 	} else {
@@ -410,16 +586,14 @@ int mlf_apply_range(struct mm_struct *mm, unsigned long start,
 	}
 
 	for (nstart = start; ; ) {
-		vm_flags_t newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) |
-				      flags;
-
+		newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) | flags;
 		tmp = min(vma->vm_end, end);
-		error = mlf_fixup(&mas, vma, &prev, nstart, tmp, newflags, ops,
+		error = mlf_fixup(&mas, vma, &prev, nstart, tmp, newflags,
 				  ctx);
 		if (error)
 			return error;
 		nstart = max(tmp, prev->vm_end);
-		mlf_merged_over(prev, tmp, min(nstart, end), ops, ctx);
+		mlf_merged_over(prev, tmp, min(nstart, end), ctx);
 		if (nstart >= end)
 			return 0;
 		/* A merge or split may have changed the tree: walk again. */
@@ -430,8 +604,7 @@ int mlf_apply_range(struct mm_struct *mm, unsigned long start,
 	}
 }
 
-void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add,
-		   const struct mlf_fixup_ops *ops, void *ctx)
+void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, void *ctx)
 {
 	MA_STATE(mas, &mm->mm_mt, 0, 0);
 	struct vm_area_struct *vma, *prev = NULL;
@@ -441,7 +614,7 @@ void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add,
 				      to_add;
 
 		mlf_fixup(&mas, vma, &prev, vma->vm_start, vma->vm_end,
-			  newflags, ops, ctx);
+			  newflags, ctx);
 		mas_pause(&mas);
 		cond_resched();
 	}
@@ -450,14 +623,13 @@ void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add,
 /* mlock_fixup() of 6.12; on error *prev is an ERR_PTR, as there. */
 static int mlf_fixup(struct vma_iterator *vmi, struct vm_area_struct *vma,
 		     struct vm_area_struct **prev, unsigned long start,
-		     unsigned long end, vm_flags_t newflags,
-		     const struct mlf_fixup_ops *ops, void *ctx)
+		     unsigned long end, vm_flags_t newflags, void *ctx)
 {
 	vm_flags_t oldflags = vma->vm_flags;
 	int ret = 0;
 
 	if (newflags == oldflags || !mlf_vma_lockable(vma)) {
-		ops->skipped(ctx, vma, start, end);
+		mlf_skip_pages(ctx, vma, start, end);
 		goto out;
 	}
 	if (!mlf_stays_alone(vma, *prev, &vmi->mas, start, end, newflags))
@@ -468,19 +640,19 @@ static int mlf_fixup(struct vma_iterator *vmi, struct vm_area_struct *vma,
 		goto out;
 	}
 	mlf_account(vma->vm_mm, start, end, oldflags, newflags);
-	mlf_fixup_pages(vma, start, end, oldflags, newflags, ops, ctx);
+	mlf_fixup_pages(vma, start, end, oldflags, newflags, ctx);
 out:
 	*prev = vma;
 	return ret;
 }
 
 int mlf_apply_range(struct mm_struct *mm, unsigned long start,
-		    unsigned long len, vm_flags_t flags,
-		    const struct mlf_fixup_ops *ops, void *ctx)
+		    unsigned long len, vm_flags_t flags, void *ctx)
 {
 	VMA_ITERATOR(vmi, mm, start);
 	unsigned long nstart, end, tmp;
 	struct vm_area_struct *vma, *prev;
+	vm_flags_t newflags;
 
 	end = start + len;
 	if (end < start)
@@ -490,6 +662,11 @@ int mlf_apply_range(struct mm_struct *mm, unsigned long start,
 	vma = mas_walk(&vmi.mas);
 	if (!vma)
 		return -ENOMEM;
+	newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) | flags;
+	if (mlf_walked_alone(&vmi.mas, vma, start, end, newflags)) {
+		mlf_fixup_in_place(vma, start, end, newflags, ctx);
+		return 0;
+	}
 	prev = vma_prev(&vmi);
 	if (start > vma->vm_start)
 		prev = vma;
@@ -497,27 +674,26 @@ int mlf_apply_range(struct mm_struct *mm, unsigned long start,
 	nstart = start;
 	tmp = vma->vm_start;
 	for_each_vma_range(vmi, vma, end) {
-		vm_flags_t newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) |
-				      flags;
 		int error;
+
+		newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) | flags;
 
 		if (vma->vm_start != tmp)
 			return -ENOMEM;
 		tmp = min(vma->vm_end, end);
-		error = mlf_fixup(&vmi, vma, &prev, nstart, tmp, newflags, ops,
+		error = mlf_fixup(&vmi, vma, &prev, nstart, tmp, newflags,
 				  ctx);
 		if (error)
 			return error;
 		/* vma_iter_end(): where the VMA now holding the piece ends. */
 		nstart = vmi.mas.last + 1;
-		mlf_merged_over(prev, tmp, min(nstart, end), ops, ctx);
+		mlf_merged_over(prev, tmp, min(nstart, end), ctx);
 		tmp = nstart;
 	}
 	return tmp < end ? -ENOMEM : 0;
 }
 
-void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add,
-		   const struct mlf_fixup_ops *ops, void *ctx)
+void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, void *ctx)
 {
 	VMA_ITERATOR(vmi, mm, 0);
 	struct vm_area_struct *vma, *prev = NULL;
@@ -527,7 +703,7 @@ void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add,
 				      to_add;
 
 		if (mlf_fixup(&vmi, vma, &prev, vma->vm_start, vma->vm_end,
-			      newflags, ops, ctx))
+			      newflags, ctx))
 			prev = vma;
 		cond_resched();
 	}

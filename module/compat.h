@@ -148,7 +148,7 @@ static inline pte_t mlf_ptep_get(pte_t *pte)
  * VM_MIXEDMAP (mlf_vma_lockable), so a special pte (the zero page, devmap)
  * never has a normal folio behind it and any other pte does.
  */
-static inline struct folio *mlf_pte_folio(pte_t pte)
+static __always_inline struct folio *mlf_pte_folio(pte_t pte)
 {
 	struct page *page;
 
@@ -160,12 +160,22 @@ static inline struct folio *mlf_pte_folio(pte_t pte)
 	return page_folio(page);
 }
 
-/* NULL (6.12 only) when the page table went away: the walk retries. */
+/*
+ * NULL (6.12 only) when the page table went away: the walk retries.  On 6.1
+ * a page table stays while the mmap_lock is held for writing, and @pmd was
+ * seen to point to one: find its page once (pte_offset_map_lock() finds it
+ * twice, and decodes the pmd as if it could be PROT_NONE or huge each time).
+ */
 static inline pte_t *mlf_pte_map_lock(struct mm_struct *mm, pmd_t *pmd,
 				      unsigned long addr, spinlock_t **ptl)
 {
 #ifdef MLF_SERIES_6_1
-	return pte_offset_map_lock(mm, pmd, addr, ptl);
+	unsigned long pfn = (pmd_val(READ_ONCE(*pmd)) & PTE_PFN_MASK) >>
+			    PAGE_SHIFT;
+
+	*ptl = ptlock_ptr(pfn_to_page(pfn));
+	spin_lock(*ptl);
+	return (pte_t *)__va(PFN_PHYS(pfn)) + pte_index(addr);
 #else
 	return mlf_call(pte_offset_map_lock)(mm, pmd, addr, ptl);
 #endif
@@ -226,25 +236,23 @@ static inline void mlf_vma_set_flags(struct vm_area_struct *vma,
 
 /*
  * The VMA half of mlock_fixup for one VMA piece: merge or split @vma so that
- * [start, end) is one VMA, account mm->locked_vm, and call @pages (with the
- * flags set as mlock sets them) when the pages' lock state changes.  The
- * iteration over VMAs differs by series, so the loops live in compat.c.
+ * [start, end) is one VMA, account mm->locked_vm, and call the engine's
+ * mlf_walk_pages() (with the flags set as mlock sets them) when the pages'
+ * lock state changes, or its mlf_skip_pages() for a piece mlock leaves alone
+ * but the populate step still visits.  The iteration over VMAs differs by
+ * series, so the loops live in compat.c.  Direct calls: this is every
+ * call's path, and an indirect call costs a retpoline.
  */
-struct mlf_fixup_ops {
-	void (*pages)(void *ctx, struct vm_area_struct *vma,
-		      unsigned long start, unsigned long end);
-	/* A VMA piece mlock leaves alone but the populate step still visits. */
-	void (*skipped)(void *ctx, struct vm_area_struct *vma,
-			unsigned long start, unsigned long end);
-};
+void mlf_walk_pages(void *ctx, struct vm_area_struct *vma,
+		    unsigned long start, unsigned long end);
+void mlf_skip_pages(void *ctx, struct vm_area_struct *vma,
+		    unsigned long start, unsigned long end);
 
 /* As apply_vma_lock_flags(): 0, -ENOMEM for a hole, -EINVAL, or a split error. */
 int mlf_apply_range(struct mm_struct *mm, unsigned long start,
-		    unsigned long len, vm_flags_t flags,
-		    const struct mlf_fixup_ops *ops, void *ctx);
+		    unsigned long len, vm_flags_t flags, void *ctx);
 
 /* As apply_mlockall_flags() for the VMAs: errors are ignored, as there. */
-void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add,
-		   const struct mlf_fixup_ops *ops, void *ctx);
+void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, void *ctx);
 
 #endif /* MLOCKFAST_COMPAT_H */

@@ -35,16 +35,17 @@ struct mlf_ctx {
 	bool remote;		/* unlock: other CPUs may hold our entries */
 	bool queued;		/* lock: pushed moves on a batch */
 	bool pay;		/* walking to pay runs (mlf_pay_run()) */
+	bool drained;		/* mlf_drain_once() ran */
 	int cpu;
 	struct mlf_mm **cache;	/* the file's cache of ... */
 	struct mlf_mm *owner;	/* ... current->mm's state (mm.c) */
-	unsigned int nr_runs;	/* lock: runs of private anon pages ... */
-	struct mlf_run runs[4];	/* ... left unmoved, for owner's work */
 	unsigned long pop_start, pop_end;	/* what populate must visit */
 	unsigned long pages;
 	struct zone *zone;	/* NR_MLOCK change not yet applied ... */
 	long zone_pages;	/* ... to this zone, in pages */
 	int zone_id;		/* page_zone_id() of zone's pages, or -1 */
+	unsigned int nr_runs;	/* lock: runs of private anon pages ... */
+	struct mlf_run runs[4];	/* ... left unmoved, for owner's work (last) */
 };
 
 /* Apply the pending NR_MLOCK change and its vm events. */
@@ -80,20 +81,34 @@ static __always_inline void mlf_acct(struct mlf_ctx *c, struct folio *folio)
 	c->zone_pages += folio_nr_pages(folio);
 }
 
-static void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode, bool lock,
-			 struct mlf_mm **cache)
+static __always_inline void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode,
+					 bool lock, struct mlf_mm **cache)
 {
-	*c = (struct mlf_ctx) {
-		.mode = mode, .lock = lock, .cpu = -1, .pop_start = ULONG_MAX,
-		.cache = cache, .zone_id = -1,
-	};
-	/*
-	 * As mlock does before its walk: this CPU's pending LRU additions and
-	 * kernel mlock work first (cheap when there is none), so that fresh
-	 * folios are on the LRU and a folio whose munlock is still queued does
-	 * not look locked.
-	 */
-	mlf_call(lru_add_drain)();
+	/* runs[] is written before it is read: zero only what comes before. */
+	memset(c, 0, offsetof(struct mlf_ctx, runs));
+	c->mode = mode;
+	c->lock = lock;
+	c->cpu = -1;
+	c->cache = cache;
+	c->pop_start = ULONG_MAX;
+	c->zone_id = -1;
+}
+
+/*
+ * As mlock does before its walk: this CPU's pending LRU additions and kernel
+ * mlock work first, so that fresh folios are on the LRU and a folio whose
+ * munlock is still queued does not look locked.  Only once the walk meets a
+ * page the fast paths do not take: those they take are on the LRU, or
+ * rechecked after (mlf_unlock_fast()), and a drain costs more than a small
+ * call's page work.  Under a page table's lock, as the kernel's own
+ * mlock_folio() drains.
+ */
+static void mlf_drain_once(struct mlf_ctx *c)
+{
+	if (!c->drained) {
+		mlf_call(lru_add_drain)();
+		c->drained = true;
+	}
 }
 
 /*
@@ -102,7 +117,7 @@ static void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode, bool lock,
  * mm, or this task before it moved).  Only now, under the lock, can no
  * thread of the mm queue more; a walk that moves CPU looks again (note_cpu).
  */
-static void mlf_ctx_unlocker(struct mlf_ctx *c)
+static __always_inline void mlf_ctx_unlocker(struct mlf_ctx *c)
 {
 	c->owner = mlf_mm_current(c->cache);
 	/*
@@ -116,7 +131,7 @@ static void mlf_ctx_unlocker(struct mlf_ctx *c)
 }
 
 /* Before a lock walks, with mmap_lock held: who owns the moves it queues. */
-static void mlf_ctx_owner(struct mlf_ctx *c)
+static __always_inline void mlf_ctx_owner(struct mlf_ctx *c)
 {
 	c->owner = mlf_mm_current(c->cache);
 	if (!c->owner)
@@ -407,6 +422,116 @@ static __always_inline bool mlf_unlock_fast(struct mlf_ctx *c,
 	return true;
 }
 
+/*
+ * The fast paths' loops.  From @addr, they take the pages that
+ * mlf_lock_fast() or mlf_unlock_fast() would take, with nothing else done per
+ * page: a present, writable where COW matters, not special pte, mapping a
+ * small page in the zone being counted.  They return where they stopped:
+ * the general loop takes that page, then comes back.
+ */
+static __always_inline struct page *mlf_plain_page(pte_t ptent, bool cow)
+{
+	unsigned long want = _PAGE_PRESENT | (cow ? _PAGE_RW : 0);
+
+	if ((pte_flags(ptent) & (want | _PAGE_SPECIAL)) != want)
+		return NULL;
+	/* Present: no PROT_NONE inversion to undo, as pte_pfn() checks. */
+	return pfn_to_page((pte_val(ptent) & PTE_PFN_MASK) >> PAGE_SHIFT);
+}
+
+/*
+ * Is @page, whose flags were read, counted in the zone being counted?  With
+ * nothing counted yet (@pending: none in the caller either), its zone becomes
+ * that zone; a device page never does.
+ */
+static __always_inline bool mlf_in_zone(struct mlf_ctx *c, struct page *page,
+					unsigned long flags, bool pending)
+{
+	int id = (flags >> ZONEID_PGSHIFT) & ZONEID_MASK;
+
+	if (likely(id == c->zone_id))
+		return true;
+	if (pending || c->zone_pages || is_zone_device_page(page))
+		return false;
+	c->zone = page_zone(page);
+	c->zone_id = id;
+	return true;
+}
+
+/* Lock, deferred (@runs) or reclaim mode. */
+static __always_inline unsigned long
+mlf_lock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
+	      unsigned long end, bool cow, bool runs, unsigned long *rend)
+{
+	unsigned long start = addr;
+
+	/* The pages will be one run: there must be room for it. */
+	if (runs && *rend != addr && c->nr_runs == ARRAY_SIZE(c->runs))
+		return addr;
+	for (; addr != end; pte++, addr += PAGE_SIZE) {
+		struct page *page = mlf_plain_page(mlf_ptep_get(pte), cow);
+		unsigned long flags;
+
+		if (!page || PageTail(page))
+			break;
+		flags = READ_ONCE(page->flags);
+		if ((flags & MLF_FAST_FLAGS) != BIT(PG_lru) ||
+		    !mlf_in_zone(c, page, flags, addr != start) ||
+		    !PageAnon(page) ||
+		    atomic_read(&page->_mapcount) ||
+		    folio_test_set_mlocked(page_folio(page)))
+			break;
+	}
+	if (addr == start)
+		return addr;
+	c->zone_pages += (addr - start) >> PAGE_SHIFT;
+	if (!runs)
+		return addr;
+	if (*rend == start) {
+		*rend = addr;
+		return addr;
+	}
+	mlf_run_sync(c, rend);
+	if (c->nr_runs && c->runs[c->nr_runs - 1].end == start)
+		c->runs[c->nr_runs - 1].end = addr;
+	else
+		c->runs[c->nr_runs++] = (struct mlf_run){ start, addr };
+	*rend = addr;
+	return addr;
+}
+
+static __always_inline unsigned long
+mlf_unlock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
+		unsigned long end)
+{
+	long n = 0;
+
+	for (; addr != end; pte++, addr += PAGE_SIZE) {
+		struct page *page = mlf_plain_page(mlf_ptep_get(pte), false);
+		unsigned long flags;
+
+		if (!page || PageTail(page))
+			break;
+		flags = READ_ONCE(page->flags);
+		if ((flags & (MLF_FAST_FLAGS & ~BIT(PG_lru))) != BIT(PG_mlocked) ||
+		    !mlf_in_zone(c, page, flags, n))
+			break;
+		if (!folio_test_clear_mlocked(page_folio(page)))
+			continue;	/* unlocked meanwhile: nothing to undo */
+		n++;
+		/* As in mlf_unlock_fast(). */
+		smp_mb__after_atomic();
+		flags = READ_ONCE(page->flags);
+		if (unlikely((flags & (BIT(PG_lru) | BIT(PG_unevictable))) !=
+			     BIT(PG_lru))) {
+			mlf_kernel_munlock(page_folio(page));
+			c->kernel_batch = true;
+		}
+	}
+	c->zone_pages += n;
+	return addr;
+}
+
 static __always_inline struct mlf_batch *
 mlf_folio_op(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
 	     unsigned long addr)
@@ -430,6 +555,7 @@ static void mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
 	}
 	if (c->lock && mlf_populates(vma) && mlf_needs_cow(vma, pmd_write(val)))
 		mlf_need_populate(c, addr, end);
+	mlf_drain_once(c);
 	b = mlf_batch_get();
 	mlf_note_cpu(c);
 	b = mlf_folio_op(c, b, mlf_pmd_folio(val), addr & HPAGE_PMD_MASK);
@@ -499,21 +625,36 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 		cond_resched();
 		return true;
 	}
-	b = mlf_batch_get();
 	mlf_note_cpu(c);
 	/*
 	 * The fast paths: a lock whose private anon pages go on runs; an
-	 * unlock with nothing queued anywhere to cancel (this batch stays
-	 * ours, locked, until the end of the table).
+	 * unlock with nothing queued anywhere to cancel.  They need no batch:
+	 * this CPU's is taken (locked) when a page first needs it.
 	 */
+	b = NULL;
 	fast = lock ? runs || c->mode == MLF_RECLAIM :
-		      !c->remote && !mlf_batch_live(b);
+		      !c->remote && mlf_batch_idle();
 	for (pte = start_pte; addr != end; pte++, addr += PAGE_SIZE) {
-		pte_t ptent = mlf_ptep_get(pte);
+		pte_t ptent;
 		struct folio *folio;
 		unsigned int step;
 		bool act;
 
+		if (fast) {
+			unsigned long to = lock ?
+				mlf_lock_ptes(c, pte, addr, end, cow, runs, &rend) :
+				mlf_unlock_ptes(c, pte, addr, end);
+
+			pte += (to - addr) >> PAGE_SHIFT;
+			addr = to;
+			if (addr == end)
+				break;
+		}
+		if (!b) {
+			mlf_drain_once(c);
+			b = mlf_batch_get();
+		}
+		ptent = mlf_ptep_get(pte);
 		if (!pte_present(ptent)) {
 			if (populates)
 				mlf_need_populate(c, addr, addr + PAGE_SIZE);
@@ -542,7 +683,8 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 	}
 	mlf_run_sync(c, &rend);
 	mlf_acct_flush(c);
-	mlf_batch_put(b, c->mode != MLF_EAGER);
+	if (b)
+		mlf_batch_put(b, c->mode != MLF_EAGER);
 	mlf_kernel_drain(c);
 	pte_unmap_unlock(start_pte, ptl);
 	cond_resched();
@@ -550,9 +692,20 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 }
 
 /*
+ * An upper-level entry the walk can descend through: present and not a leaf.
+ * The VMAs mlock walks map no 1G pages (hugetlb and DAX are skipped), so
+ * anything else is empty or bad, and the kernel's walker treats both as
+ * empty (it clears bad ones; we leave them alone).  One test of the raw
+ * flags costs less than pXd_none() and pXd_bad() together.
+ */
+static __always_inline bool mlf_table_entry(unsigned long val)
+{
+	return (val & (_PAGE_PRESENT | _PAGE_PSE)) == _PAGE_PRESENT;
+}
+
+/*
  * The pmd covering @addr, or NULL if a level above it is empty; *next is
- * where the walk goes on from, at most @end.  Bad entries count as empty, as
- * the kernel's walker counts them (it clears them; we leave them alone).
+ * where the walk goes on from, at most @end.
  */
 static pmd_t *mlf_pmd_of(struct mm_struct *mm, unsigned long addr,
 			 unsigned long end, unsigned long *next)
@@ -562,15 +715,15 @@ static pmd_t *mlf_pmd_of(struct mm_struct *mm, unsigned long addr,
 	pud_t *pud;
 
 	*next = pgd_addr_end(addr, end);
-	if (pgd_none(*pgd) || pgd_bad(*pgd))
+	if (pgd_none(*pgd) || pgd_bad(*pgd))	/* folded: free */
 		return NULL;
 	p4d = p4d_offset(pgd, addr);
 	*next = p4d_addr_end(addr, end);
-	if (p4d_none(*p4d) || p4d_bad(*p4d))
+	if (!mlf_table_entry(native_p4d_val(*p4d)))
 		return NULL;
 	pud = pud_offset(p4d, addr);
 	*next = pud_addr_end(addr, end);
-	if (pud_none(*pud) || pud_bad(*pud))
+	if (!mlf_table_entry(native_pud_val(*pud)))
 		return NULL;
 	*next = pmd_addr_end(addr, end);
 	return pmd_offset(pud, addr);
@@ -587,11 +740,20 @@ static void mlf_walk_range(struct mlf_ctx *c, struct vm_area_struct *vma,
 			   unsigned long addr, unsigned long end)
 {
 	bool populates = c->lock && mlf_populates(vma);
+	struct mlf_pt_cache *pt = c->owner ? mlf_mm_pt(c->owner) : NULL;
 	unsigned long next;
 
 	for (; addr < end; addr = next) {
-		pmd_t *pmd = mlf_pmd_of(vma->vm_mm, addr, end, &next);
+		pmd_t *pmd, *pmds = pt ? READ_ONCE(pt->pmds) : NULL;
 
+		if (pmds && (addr & PUD_MASK) == pt->base) {
+			next = pmd_addr_end(addr, end);
+			pmd = pmds + pmd_index(addr);
+		} else {
+			pmd = mlf_pmd_of(vma->vm_mm, addr, end, &next);
+			if (pmd && pt)
+				mlf_pt_remember(pt, addr, pmd);
+		}
 		if (!pmd || pmd_none(READ_ONCE(*pmd))) {
 			if (populates)
 				mlf_need_populate(c, addr, next);
@@ -602,8 +764,8 @@ static void mlf_walk_range(struct mlf_ctx *c, struct vm_area_struct *vma,
 	}
 }
 
-static void mlf_walk_pages(void *ctx, struct vm_area_struct *vma,
-			   unsigned long start, unsigned long end)
+void mlf_walk_pages(void *ctx, struct vm_area_struct *vma,
+		    unsigned long start, unsigned long end)
 {
 	struct mlf_ctx *c = ctx;
 
@@ -638,19 +800,14 @@ void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end)
 }
 
 /* mlock leaves the VMA as it is, but the syscall still populates it. */
-static void mlf_skip_pages(void *ctx, struct vm_area_struct *vma,
-			   unsigned long start, unsigned long end)
+void mlf_skip_pages(void *ctx, struct vm_area_struct *vma,
+		    unsigned long start, unsigned long end)
 {
 	struct mlf_ctx *c = ctx;
 
 	if (c->lock)
 		mlf_need_populate(c, start, end);
 }
-
-static const struct mlf_fixup_ops mlf_fixup_ops = {
-	.pages = mlf_walk_pages,
-	.skipped = mlf_skip_pages,
-};
 
 /* Before the mmap_lock is dropped: make the end state what the mode says. */
 static void mlf_finish(struct mlf_ctx *c)
@@ -740,8 +897,10 @@ static int mlf_legacy_lock(unsigned long start, unsigned long len,
 			   unsigned int flags);
 
 /* do_mlock() up to populate, mmap_lock held for writing. */
-static int mlf_lock_range(struct mlf_ctx *c, unsigned long start,
-			  unsigned long len, vm_flags_t vmflags)
+static __always_inline int mlf_lock_range(struct mlf_ctx *c,
+					  unsigned long start,
+					  unsigned long len,
+					  vm_flags_t vmflags)
 {
 	struct mm_struct *mm = current->mm;
 	unsigned long lock_limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
@@ -753,7 +912,7 @@ static int mlf_lock_range(struct mlf_ctx *c, unsigned long start,
 	if (locked > lock_limit && !capable(CAP_IPC_LOCK))
 		return -ENOMEM;
 	mlf_ctx_owner(c);
-	ret = mlf_apply_range(mm, start, len, vmflags, &mlf_fixup_ops, c);
+	ret = mlf_apply_range(mm, start, len, vmflags, c);
 	mlf_finish(c);
 	return ret;
 }
@@ -776,12 +935,13 @@ static int mlf_check_lock(unsigned int flags, vm_flags_t *vmflags)
 	return 0;
 }
 
-static int mlf_do_lock(struct mlf_mm **cache, enum mlf_mode mode,
-		       unsigned long start, unsigned long len, unsigned int flags)
+static __always_inline int mlf_do_lock(struct mlf_mm **cache,
+				       enum mlf_mode mode, unsigned long start,
+				       unsigned long len, unsigned int flags)
 {
 	struct mm_struct *mm = current->mm;
 	vm_flags_t vmflags;
-	struct mlf_ctx c;
+	struct mlf_ctx c __uninitialized;	/* mlf_ctx_init() */
 	int ret;
 
 	ret = mlf_check_lock(flags, &vmflags);
@@ -804,13 +964,14 @@ int mlf_lock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
 	return mlf_do_lock(cache, mode, start, len, flags);
 }
 
-static int mlf_unlock_range(struct mlf_ctx *c, unsigned long start,
-			    unsigned long len)
+static __always_inline int mlf_unlock_range(struct mlf_ctx *c,
+					    unsigned long start,
+					    unsigned long len)
 {
 	int ret;
 
 	mlf_ctx_unlocker(c);
-	ret = mlf_apply_range(current->mm, start, len, 0, &mlf_fixup_ops, c);
+	ret = mlf_apply_range(current->mm, start, len, 0, c);
 
 	mlf_finish(c);
 	return ret;
@@ -822,7 +983,7 @@ int mlf_unlock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
 	       unsigned long len)
 {
 	struct mm_struct *mm = current->mm;
-	struct mlf_ctx c;
+	struct mlf_ctx c __uninitialized;	/* mlf_ctx_init() */
 	int ret;
 
 	if (mode == MLF_LEGACY)
@@ -873,7 +1034,7 @@ int mlf_lockv(struct mlf_mm **cache, enum mlf_mode mode,
 	readable = (bytes - copy_from_user(vec, iov, bytes)) / sizeof(*vec);
 	for (; *done < readable; (*done)++) {
 		unsigned long start = vec[*done].addr, len = vec[*done].len;
-		struct mlf_ctx c;
+		struct mlf_ctx c __uninitialized;	/* mlf_ctx_init() */
 
 		if (mode == MLF_LEGACY) {
 			ret = lock ? mlf_legacy_lock(start, len, flags) :
@@ -920,7 +1081,7 @@ int mlf_lockall(struct mlf_mm **cache, enum mlf_mode mode, unsigned int flags)
 	struct mm_struct *mm = current->mm;
 	unsigned long lock_limit;
 	vm_flags_t to_add = 0;
-	struct mlf_ctx c;
+	struct mlf_ctx c __uninitialized;	/* mlf_ctx_init() */
 	int ret;
 
 	if (!flags || (flags & ~(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)) ||
@@ -948,7 +1109,7 @@ int mlf_lockall(struct mlf_mm **cache, enum mlf_mode mode, unsigned int flags)
 			to_add = VM_LOCKED;
 			if (flags & MCL_ONFAULT)
 				to_add |= VM_LOCKONFAULT;
-			mlf_apply_all(mm, to_add, &mlf_fixup_ops, &c);
+			mlf_apply_all(mm, to_add, &c);
 		}
 		mlf_finish(&c);
 		ret = 0;
@@ -962,7 +1123,7 @@ int mlf_lockall(struct mlf_mm **cache, enum mlf_mode mode, unsigned int flags)
 int mlf_unlockall(struct mlf_mm **cache, enum mlf_mode mode)
 {
 	struct mm_struct *mm = current->mm;
-	struct mlf_ctx c;
+	struct mlf_ctx c __uninitialized;	/* mlf_ctx_init() */
 
 	if (mode == MLF_LEGACY) {
 		struct pt_regs regs = {};
@@ -974,7 +1135,7 @@ int mlf_unlockall(struct mlf_mm **cache, enum mlf_mode mode)
 		return -EINTR;
 	mlf_ctx_unlocker(&c);
 	mm->def_flags &= MLF_VM_LOCKED_CLEAR_MASK;
-	mlf_apply_all(mm, 0, &mlf_fixup_ops, &c);
+	mlf_apply_all(mm, 0, &c);
 	mlf_finish(&c);
 	mmap_write_unlock(mm);
 	return 0;

@@ -5,6 +5,7 @@
 
 #include <linux/percpu.h>
 #include <linux/mm_types.h>
+#include <linux/pgtable.h>
 #include <linux/mlockfast.h>
 
 #define MLOCKFAST_VERSION "0.1.0"
@@ -76,7 +77,7 @@ bool mlf_batch_remote_pending(void);
 void mlf_batch_apply_cpu(int cpu);
 void mlf_batch_apply_all(void);
 unsigned long mlf_batch_held(void);
-unsigned int mlf_batch_live(const struct mlf_batch *b);
+bool mlf_batch_idle(void);
 
 /* mm.c: per-mm state, whose notifier voids moves of unmapped pages. */
 struct mlf_file {
@@ -100,5 +101,27 @@ void mlf_mm_trim(struct mlf_mm *m, unsigned long start, unsigned long end);
 void mlf_mm_pay_all(void);
 /* engine.c: the moves a run owes, for what is still locked there. */
 void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end);
+
+/*
+ * The pmd table the mm's last walk went through, so that the next walk of
+ * the same 1G (typically the unlock of what was just locked) skips the
+ * descent from the pgd.  Used with the mmap_lock held for writing.  A page
+ * table is freed only after the kernel has told the mm's notifiers that the
+ * range it maps is going (munmap, mremap, exit), and the notifier forgets
+ * the table then (mm.c).
+ */
+struct mlf_pt_cache {
+	unsigned long base;	/* the PUD_SIZE-aligned range it maps */
+	pmd_t *pmds;		/* its first entry, or NULL: none */
+};
+
+struct mlf_pt_cache *mlf_mm_pt(struct mlf_mm *m);
+
+static inline void mlf_pt_remember(struct mlf_pt_cache *pt, unsigned long addr,
+				   pmd_t *pmd)
+{
+	pt->base = addr & PUD_MASK;
+	WRITE_ONCE(pt->pmds, pmd - pmd_index(addr));
+}
 
 #endif /* MLOCKFAST_H */

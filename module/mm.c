@@ -49,6 +49,7 @@ struct mlf_mm {
 	 */
 	unsigned int nr_runs;
 	struct mlf_run runs[MLF_MM_RUNS];
+	struct mlf_pt_cache pt;
 };
 
 static LIST_HEAD(mlf_mms);
@@ -190,11 +191,30 @@ static bool mlf_event_keeps_mapping(const struct mmu_notifier_range *r)
 	       r->event == MMU_NOTIFY_SOFT_DIRTY;
 }
 
+/*
+ * Any change to the range of the remembered pmd table forgets it: those that
+ * free page tables (munmap, mremap, exit) come with one, and they hold the
+ * mmap_lock, so no walk is using the table meanwhile.
+ */
+static void mlf_pt_forget(struct mlf_pt_cache *pt, unsigned long start,
+			  unsigned long end)
+{
+	if (READ_ONCE(pt->pmds) && start < pt->base + PUD_SIZE &&
+	    end > pt->base)
+		WRITE_ONCE(pt->pmds, NULL);
+}
+
+struct mlf_pt_cache *mlf_mm_pt(struct mlf_mm *m)
+{
+	return &m->pt;
+}
+
 static int mlf_mm_invalidate(struct mmu_notifier *mn,
 			     const struct mmu_notifier_range *r)
 {
 	struct mlf_mm *m = container_of(mn, struct mlf_mm, mn);
 
+	mlf_pt_forget(&m->pt, r->start, r->end);
 	if (mlf_event_keeps_mapping(r) || !atomic_read(&m->pending))
 		return 0;
 	mlf_batch_void(m, r->start, r->end);
