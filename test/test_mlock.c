@@ -178,7 +178,6 @@ int main(int argc, char **argv)
 	bool want[M_NR] = { false }, json = false, any = false;
 	int repeats = 1, opt, rc = 0;
 	struct sample *samples[M_NR] = { NULL };
-	char *bufs[M_NR] = { NULL };
 	char sz[32];
 
 	while ((opt = getopt_long(argc, argv, "c:s:m:f:r:w:h", longopts, NULL)) != -1) {
@@ -242,11 +241,9 @@ int main(int argc, char **argv)
 	for (int m = 0; m < M_NR; m++) {
 		if (!want[m])
 			continue;
-		bufs[m] = map_buffer(kind, size);
 		samples[m] = calloc(repeats, sizeof(struct sample));
-		if (!bufs[m] || !samples[m]) {
-			fprintf(stderr, "test_mlock: cannot map %ld bytes: %s\n",
-				size, strerror(errno));
+		if (!samples[m]) {
+			fprintf(stderr, "test_mlock: out of memory\n");
 			return 1;
 		}
 	}
@@ -270,12 +267,27 @@ int main(int argc, char **argv)
 	for (int r = 0; r < repeats; r++) {
 		for (int m = 0; m < M_NR; m++) {
 			struct sample *s;
+			char *buf;
 
 			if (!want[m])
 				continue;
 			s = &samples[m][r];
-			if (measure(m, bufs[m], size, count, s))
+			/*
+			 * A buffer of its own for each measurement, unmapped
+			 * after: every mode then runs at the same place in the
+			 * same address space (the hole the last one left), with
+			 * the same neighbours in the kernel's VMA tree, whose
+			 * lookups both paths pay.
+			 */
+			buf = map_buffer(kind, size);
+			if (!buf) {
+				fprintf(stderr, "test_mlock: cannot map %ld bytes: %s\n",
+					size, strerror(errno));
 				return 1;
+			}
+			if (measure(m, buf, size, count, s))
+				return 1;
+			munmap(buf - GUARD, size + 2 * GUARD);
 			if (json)
 				printf("{\"mode\":\"%s\",\"size\":%ld,\"count\":%ld,\"repeat\":%d,"
 				       "\"real_s\":%.6f,\"user_s\":%.6f,\"sys_s\":%.6f,"
