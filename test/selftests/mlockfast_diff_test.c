@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,81 @@ DIFF_TEST(split_and_merge)
 	diff_state(log, "split again");
 	diff_ret(log, "unlock all", p->unlock(m, 10 * PAGE));
 	diff_state(log, "merged back");
+}
+
+/* Lock (or unlock) page @from of @base, then every @step-th one below @n. */
+static int each_page(const struct path_ops *p, bool lock, char *base,
+		     int from, int step, int n)
+{
+	int ret = 0;
+
+	for (int i = from; i < n; i += step)
+		ret |= lock ? p->lock(base + i * PAGE, PAGE) :
+			      p->unlock(base + i * PAGE, PAGE);
+	return ret;
+}
+
+/*
+ * Whole VMAs among many: with a hundred VMAs side by side the kernel's VMA
+ * tree spreads them over several leaves, so a call meets neighbours in its
+ * own leaf and in the leaves beside it (the module reads both itself to see
+ * whether a merge is possible).  Each lock or unlock below covers exactly
+ * one VMA: its neighbours can merge with it on both sides, on neither (their
+ * protections differ), or on one.
+ */
+DIFF_TEST(whole_vmas_across_tree_leaves)
+{
+	enum { N = 96 };
+	char *m = diff_map(0, N * PAGE, RW, ANON, -1);
+	char *q = diff_map((N + 8) * PAGE, N * PAGE, RW, ANON, -1);
+	int i, k;
+
+	diff_touch(m, N * PAGE, 1);
+	diff_touch(q, N * PAGE, 1);
+	diff_ret(log, "lock every other page", each_page(p, true, m, 0, 2, N));
+	diff_state(log, "alternating");
+	diff_ret(log, "lock each gap: merge", each_page(p, true, m, 1, 2, N));
+	diff_state(log, "merged by lock");
+	diff_ret(log, "unlock every other page",
+		 each_page(p, false, m, 0, 2, N));
+	diff_state(log, "alternating again");
+	diff_ret(log, "unlock each locked VMA: merge",
+		 each_page(p, false, m, 1, 2, N));
+	diff_state(log, "merged by unlock");
+	for (i = 0; i < N; i += 2)
+		mprotect(q + i * PAGE, PAGE, PROT_READ);
+	diff_ret(log, "lock each VMA, none merges", each_page(p, true, q, 0, 1, N));
+	diff_state(log, "each alone, locked");
+	diff_ret(log, "unlock each VMA", each_page(p, false, q, 0, 1, N));
+	diff_state(log, "each alone, unlocked");
+	/*
+	 * One side merges: read-only, unlocked, locked in the first region,
+	 * the mirror image in the second; again with the pattern shifted by
+	 * one VMA and by two, so that the leaf boundaries fall at each place.
+	 */
+	for (k = 0; k < 3; k++) {
+		char *a = m + k * PAGE, *b = q + k * PAGE;
+
+		mprotect(m, N * PAGE, RW);
+		mprotect(q, N * PAGE, RW);
+		for (i = 0; i < k; i++) {
+			mprotect(m + i * PAGE, PAGE, PROT_NONE);
+			mprotect(q + i * PAGE, PAGE, PROT_NONE);
+		}
+		for (i = 0; i + 2 < N - k; i += 3) {
+			mprotect(a + i * PAGE, PAGE, PROT_READ);
+			mprotect(b + (i + 2) * PAGE, PAGE, PROT_READ);
+		}
+		diff_ret(log, "lock every third page",
+			 each_page(p, true, a, 2, 3, N - k) |
+			 each_page(p, true, b, 0, 3, N - k - 2));
+		diff_ret(log, "lock the middle ones: merge on one side",
+			 each_page(p, true, a, 1, 3, N - k - 1) |
+			 each_page(p, true, b, 1, 3, N - k - 1));
+		diff_state(log, "merged on one side");
+		diff_ret(log, "unlock it all", p->unlock(m, (2 * N + 8) * PAGE));
+	}
+	diff_state(log, "unlocked again");
 }
 
 DIFF_TEST(lock_twice_unlock_once)
