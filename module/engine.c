@@ -361,6 +361,46 @@ static __always_inline void mlf_run_sync(struct mlf_ctx *c, unsigned long *rend)
 }
 
 /*
+ * The lock fast path takes a small folio, whose flags were read, when it is
+ * private anon, on the LRU and not yet locked: PG_mlocked goes on.  false:
+ * not taken (or locked meanwhile), nothing done.
+ */
+static __always_inline bool mlf_fast_set(struct folio *folio,
+					 unsigned long flags)
+{
+	return (flags & MLF_FAST_FLAGS) == BIT(PG_lru) &&
+	       folio_test_anon(folio) && !atomic_read(&folio->_mapcount) &&
+	       !folio_test_set_mlocked(folio);
+}
+
+/* The unlock fast path takes a small locked folio off the unevictable list. */
+static __always_inline bool mlf_fast_clearable(unsigned long flags)
+{
+	return (flags & (MLF_FAST_FLAGS & ~BIT(PG_lru))) == BIT(PG_mlocked);
+}
+
+/*
+ * The unlock fast path has cleared PG_mlocked.  A move to the unevictable
+ * list takes the folio off the LRU, tests PG_mlocked, moves it, and puts it
+ * back on the LRU.  One that tested before our clear shows now either as
+ * moved or as still off the LRU (one read of the flags sees both): either
+ * way the kernel's munlock looks again, under the LRU lock, and moves it
+ * back.
+ */
+static __always_inline void mlf_fast_cleared(struct mlf_ctx *c,
+					     struct folio *folio)
+{
+	unsigned long flags;
+
+	smp_mb__after_atomic();	/* the clear, then the second read */
+	flags = READ_ONCE(folio->flags);
+	if (unlikely((flags & (BIT(PG_lru) | BIT(PG_unevictable))) != BIT(PG_lru))) {
+		mlf_kernel_munlock(folio);
+		c->kernel_batch = true;
+	}
+}
+
+/*
  * Lock: a private anon page not yet locked goes on the call's runs (@runs,
  * deferred mode; *@rend as above) or is left to reclaim.
  */
@@ -370,11 +410,8 @@ mlf_lock_fast(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
 {
 	unsigned long flags = READ_ONCE(folio->flags);
 
-	if ((flags & MLF_FAST_FLAGS) != BIT(PG_lru) ||
-	    !folio_test_anon(folio) || atomic_read(&folio->_mapcount))
+	if (!mlf_fast_set(folio, flags))
 		return false;
-	if (folio_test_set_mlocked(folio))
-		return false;	/* locked meanwhile: nothing done here */
 	mlf_acct_one(c, folio, flags);
 	if (!runs)
 		return true;
@@ -401,24 +438,12 @@ static __always_inline bool mlf_unlock_fast(struct mlf_ctx *c,
 {
 	unsigned long flags = READ_ONCE(folio->flags);
 
-	if ((flags & (MLF_FAST_FLAGS & ~BIT(PG_lru))) != BIT(PG_mlocked))
+	if (!mlf_fast_clearable(flags))
 		return false;
 	if (!folio_test_clear_mlocked(folio))
 		return true;	/* unlocked meanwhile: nothing to undo */
 	mlf_acct_one(c, folio, flags);
-	/*
-	 * A move to the unevictable list takes the folio off the LRU, tests
-	 * PG_mlocked, moves it, and puts it back on the LRU.  One that tested
-	 * before our clear shows now either as moved or as still off the LRU
-	 * (one read of the flags sees both): either way the kernel's munlock
-	 * looks again, under the LRU lock, and moves it back.
-	 */
-	smp_mb__after_atomic();
-	flags = READ_ONCE(folio->flags);
-	if (unlikely((flags & (BIT(PG_lru) | BIT(PG_unevictable))) != BIT(PG_lru))) {
-		mlf_kernel_munlock(folio);
-		c->kernel_batch = true;
-	}
+	mlf_fast_cleared(c, folio);
 	return true;
 }
 
@@ -475,11 +500,8 @@ mlf_lock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 		if (!page || PageTail(page))
 			break;
 		flags = READ_ONCE(page->flags);
-		if ((flags & MLF_FAST_FLAGS) != BIT(PG_lru) ||
-		    !mlf_in_zone(c, page, flags, addr != start) ||
-		    !PageAnon(page) ||
-		    atomic_read(&page->_mapcount) ||
-		    folio_test_set_mlocked(page_folio(page)))
+		if (!mlf_in_zone(c, page, flags, addr != start) ||
+		    !mlf_fast_set(page_folio(page), flags))
 			break;
 	}
 	if (addr == start)
@@ -513,20 +535,12 @@ mlf_unlock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 		if (!page || PageTail(page))
 			break;
 		flags = READ_ONCE(page->flags);
-		if ((flags & (MLF_FAST_FLAGS & ~BIT(PG_lru))) != BIT(PG_mlocked) ||
-		    !mlf_in_zone(c, page, flags, n))
+		if (!mlf_fast_clearable(flags) || !mlf_in_zone(c, page, flags, n))
 			break;
 		if (!folio_test_clear_mlocked(page_folio(page)))
 			continue;	/* unlocked meanwhile: nothing to undo */
 		n++;
-		/* As in mlf_unlock_fast(). */
-		smp_mb__after_atomic();
-		flags = READ_ONCE(page->flags);
-		if (unlikely((flags & (BIT(PG_lru) | BIT(PG_unevictable))) !=
-			     BIT(PG_lru))) {
-			mlf_kernel_munlock(page_folio(page));
-			c->kernel_batch = true;
-		}
+		mlf_fast_cleared(c, page_folio(page));
 	}
 	c->zone_pages += n;
 	return addr;
