@@ -338,14 +338,16 @@ static void mlf_account(struct mm_struct *mm, unsigned long start,
 }
 
 /*
- * The maple tree's private encodings that the sibling step below reads, the
- * same in both series (lib/maple_tree.c): a node's parent pointer holds, in
- * its low byte, a root bit, the parent's type (MAPLE_PARENT_RANGE64 for the
- * 64-bit range nodes of the mm's tree) and the node's slot in the parent.
+ * The maple tree's private encodings that the walk and the sibling step
+ * below read, the same in both series (lib/maple_tree.c): a node's parent
+ * pointer holds, in its low byte, a root bit, the parent's type
+ * (MAPLE_PARENT_RANGE64 for the 64-bit range nodes of the mm's tree) and the
+ * node's slot in the parent; the tree's root pointer has MAPLE_ROOT_NODE set.
  */
 #define MLF_MAPLE_PARENT_TYPE	0x07	/* root bit and type bits */
 #define MLF_MAPLE_PARENT_RANGE64	0x06	/* not the root, 64-bit ranges */
 #define MLF_MAPLE_PARENT_SLOT(p)	(((p) & 0xF8) >> 3)
+#define MLF_MAPLE_ROOT_NODE	0x02	/* in the tree's root pointer */
 
 static __always_inline struct maple_node *mlf_mte_node(unsigned long enode)
 {
@@ -460,6 +462,97 @@ static noinline void *mlf_tree_side(const struct ma_state *mas, bool before)
 	return before ? mas_prev(&step, 0) : mas_next(&step, ULONG_MAX);
 }
 
+/*
+ * mas_walk() for the mm's tree, in fewer instructions: each node's pivots
+ * are binary searched, not scanned, and nothing is checked that only a
+ * walker without the mmap_lock needs (dead nodes: the tree does not change
+ * while the lock is held for writing).  The nodes are the maple_arange_64
+ * and maple_leaf_64 of include/linux/maple_tree.h; a node's last slot is
+ * found as ma_data_end() finds it (lib/maple_tree.c, the same in both
+ * series).  @mas ends as mas_walk() leaves it (every field mas_walk() sets),
+ * for the neighbour reads above and the tree's own calls after.  Any other
+ * shape of tree, and a miss, is left to mas_walk() itself.
+ */
+static void *mlf_tree_walk(struct ma_state *mas)
+{
+	unsigned long root = (unsigned long)
+		rcu_dereference_protected(mas->tree->ma_root, true);
+	unsigned long enode = root & ~MLF_MAPLE_ROOT_NODE;
+	unsigned long index = mas->index, min = 0, max = ULONG_MAX;
+	struct vm_area_struct *vma;
+
+	if (!xa_is_node((void *)root))
+		goto walk;
+	for (;;) {
+		unsigned int type = (enode >> MAPLE_NODE_TYPE_SHIFT) &
+				    MAPLE_NODE_TYPE_MASK;
+		struct maple_node *node = mlf_mte_node(enode);
+		unsigned long *pivots, lmin, lmax;
+		unsigned int end, lo, hi;
+		void __rcu **slots;
+
+		if (type == maple_arange_64) {
+			pivots = node->ma64.pivot;
+			slots = node->ma64.slot;
+			end = node->ma64.meta.end;
+			if (end >= MAPLE_ARANGE64_SLOTS)
+				goto walk;
+		} else if (type == maple_leaf_64 || type == maple_range_64) {
+			pivots = node->mr64.pivot;
+			slots = node->mr64.slot;
+			end = MAPLE_RANGE64_SLOTS - 2;
+			if (!pivots[end])
+				end = node->mr64.meta.end;
+			else if (pivots[end] != max)
+				end = MAPLE_RANGE64_SLOTS - 1;
+			if (end >= MAPLE_RANGE64_SLOTS)
+				goto walk;
+		} else {
+			goto walk;
+		}
+		/* The first slot reaching @index; the last one's end is implied. */
+		for (lo = 0, hi = end; lo < hi; ) {
+			unsigned int mid = (lo + hi) / 2;
+
+			if (pivots[mid] < index)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		lmin = lo ? pivots[lo - 1] + 1 : min;
+		lmax = lo < end ? pivots[lo] : max;
+		if (type != maple_leaf_64) {
+			enode = (unsigned long)rcu_dereference_protected(slots[lo],
+									 true);
+			if (!enode || (enode & 3))	/* not a node */
+				goto walk;
+			min = lmin;
+			max = lmax;
+			continue;
+		}
+		/* A VMA is stored over exactly its extent: that checks it all. */
+		vma = rcu_dereference_protected(slots[lo], true);
+		if (!vma || xa_is_internal(vma) || vma->vm_start != lmin ||
+		    vma->vm_end - 1 != lmax)
+			goto walk;
+		mas->node = (struct maple_enode *)enode;
+		mas->offset = lo;
+		mas->index = lmin;
+		mas->last = lmax;
+		mas->min = min;
+		mas->max = max;
+		mas->depth = 1;
+#ifdef MLF_SERIES_6_12
+		mas->status = ma_active;
+		mas->end = end;
+#endif
+		return vma;
+	}
+walk:
+	mas_set(mas, index);
+	return mas_walk(mas);
+}
+
 /* Could @entry, touching the VMA before or after it (at @at), merge in @flags? */
 static __always_inline bool mlf_side_merges(void *entry, bool before,
 					    unsigned long at, vm_flags_t flags)
@@ -478,21 +571,21 @@ static __always_inline bool mlf_side_merges(void *entry, bool before,
  */
 static bool mlf_walked_alone(const struct ma_state *mas,
 			     struct vm_area_struct *vma, unsigned long start,
-			     unsigned long end, vm_flags_t newflags)
+			     unsigned long end, vm_flags_t newflags,
+			     void **prev, void **next)
 {
-	void *prev, *next;
 	unsigned int sides;
 
 	if (start != vma->vm_start || end != vma->vm_end)
 		return false;
-	sides = mlf_leaf_sides(mas, &prev, &next);
+	sides = mlf_leaf_sides(mas, prev, next);
 	if (!(sides & MLF_LEAF_PREV))
-		prev = mlf_tree_side(mas, true);
-	if (mlf_side_merges(prev, true, start, newflags))
+		*prev = mlf_tree_side(mas, true);
+	if (mlf_side_merges(*prev, true, start, newflags))
 		return false;
 	if (!(sides & MLF_LEAF_NEXT))
-		next = mlf_tree_side(mas, false);
-	return !mlf_side_merges(next, false, end, newflags);
+		*next = mlf_tree_side(mas, false);
+	return !mlf_side_merges(*next, false, end, newflags);
 }
 
 /* mlock_fixup() of a piece that neither splits nor merges. */
@@ -555,12 +648,14 @@ out:
 	return ret;
 }
 
-int mlf_apply_range(struct mm_struct *mm, unsigned long start,
-		    unsigned long len, vm_flags_t flags, void *ctx)
+int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
+		    unsigned long start, unsigned long len, vm_flags_t flags,
+		    void *ctx)
 {
 	MA_STATE(mas, &mm->mm_mt, start, start);
 	unsigned long nstart, end, tmp;
 	struct vm_area_struct *vma, *prev;
+	void *sides[2];
 	vm_flags_t newflags;
 	int error;
 
@@ -569,11 +664,12 @@ int mlf_apply_range(struct mm_struct *mm, unsigned long start,
 		return -EINVAL;
 	if (end == start)
 		return 0;
-	vma = mas_walk(&mas);
+	vma = mlf_tree_walk(&mas);
 	if (!vma)
 		return -ENOMEM;
 	newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) | flags;
-	if (mlf_walked_alone(&mas, vma, start, end, newflags)) {
+	if (mlf_walked_alone(&mas, vma, start, end, newflags, &sides[0],
+			     &sides[1])) {
 		mlf_fixup_in_place(vma, start, end, newflags, ctx);
 		return 0;
 	}
@@ -646,24 +742,76 @@ out:
 	return ret;
 }
 
-int mlf_apply_range(struct mm_struct *mm, unsigned long start,
-		    unsigned long len, vm_flags_t flags, void *ctx)
+/*
+ * The cached VMA, if [start, end) is all of it and the mm's tree cannot have
+ * changed since the call that cached it.  The tree, and every VMA's extent
+ * and flags, change only under the mmap_lock held for writing, and
+ * mm->mm_lock_seq, a seqcount, counts those holds: two more than in the
+ * caching call means ours is the very next one.  The same counter tells the
+ * kernel's per-VMA locks whether a VMA is being written.  A count a wrap of
+ * 2^31 holds later would read the same: entries older than a second, which
+ * no machine wraps it in, are not used.  Taken either way: kept only if
+ * this call, too, leaves the tree as it is (mlf_vc_keep()).
+ */
+static struct vm_area_struct *mlf_vc_take(struct mlf_vma_cache *vc,
+					  struct mm_struct *mm,
+					  unsigned long start,
+					  unsigned long end)
+{
+	struct vm_area_struct *vma = vc->vma;
+
+	vc->vma = NULL;
+	if (!vma || READ_ONCE(mm->mm_lock_seq.sequence) != vc->seq + 2 ||
+	    time_after(jiffies, vc->stamp + HZ) ||
+	    vma->vm_start != start || vma->vm_end != end)
+		return NULL;
+	return vma;
+}
+
+static void mlf_vc_keep(struct mlf_vma_cache *vc, struct mm_struct *mm,
+			struct vm_area_struct *vma, void *prev, void *next)
+{
+	vc->vma = vma;
+	vc->prev = prev;
+	vc->next = next;
+	vc->seq = READ_ONCE(mm->mm_lock_seq.sequence);
+	vc->stamp = jiffies;
+}
+
+int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
+		    unsigned long start, unsigned long len, vm_flags_t flags,
+		    void *ctx)
 {
 	VMA_ITERATOR(vmi, mm, start);
 	unsigned long nstart, end, tmp;
 	struct vm_area_struct *vma, *prev;
 	vm_flags_t newflags;
+	void *sides[2];
 
 	end = start + len;
 	if (end < start)
 		return -EINVAL;
 	if (end == start)
 		return 0;
-	vma = mas_walk(&vmi.mas);
+	vma = vc ? mlf_vc_take(vc, mm, start, end) : NULL;
+	if (vma) {
+		/* Its neighbours are as they were: only the flags asked differ. */
+		newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) | flags;
+		if (!mlf_side_merges(vc->prev, true, start, newflags) &&
+		    !mlf_side_merges(vc->next, false, end, newflags)) {
+			mlf_vc_keep(vc, mm, vma, vc->prev, vc->next);
+			mlf_fixup_in_place(vma, start, end, newflags, ctx);
+			return 0;
+		}
+	}
+	vma = mlf_tree_walk(&vmi.mas);
 	if (!vma)
 		return -ENOMEM;
 	newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) | flags;
-	if (mlf_walked_alone(&vmi.mas, vma, start, end, newflags)) {
+	if (mlf_walked_alone(&vmi.mas, vma, start, end, newflags, &sides[0],
+			     &sides[1])) {
+		if (vc)
+			mlf_vc_keep(vc, mm, vma, sides[0], sides[1]);
 		mlf_fixup_in_place(vma, start, end, newflags, ctx);
 		return 0;
 	}

@@ -134,6 +134,27 @@ static inline void mlf_kernel_munlock(struct folio *folio)
 #endif
 }
 
+/*
+ * pte_val() and pmd_val() are paravirt calls (CONFIG_PARAVIRT_XXL: Debian
+ * builds both series with Xen PV support), patched at boot into a move of
+ * the raw value everywhere but under Xen PV, where they translate machine
+ * frames.  The patched call site still costs instructions on every entry
+ * the walk reads: take the raw value directly unless this is Xen PV.
+ */
+static __always_inline unsigned long mlf_pte_val(pte_t pte)
+{
+	if (cpu_feature_enabled(X86_FEATURE_XENPV))
+		return pte_val(pte);
+	return native_pte_val(pte);
+}
+
+static __always_inline unsigned long mlf_pmd_val(pmd_t pmd)
+{
+	if (cpu_feature_enabled(X86_FEATURE_XENPV))
+		return pmd_val(pmd);
+	return native_pmd_val(pmd);
+}
+
 static inline pte_t mlf_ptep_get(pte_t *pte)
 {
 #ifdef MLF_SERIES_6_1
@@ -161,31 +182,53 @@ static __always_inline struct folio *mlf_pte_folio(pte_t pte)
 }
 
 /*
- * NULL (6.12 only) when the page table went away: the walk retries.  On 6.1
- * a page table stays while the mmap_lock is held for writing, and @pmd was
- * seen to point to one: find its page once (pte_offset_map_lock() finds it
- * twice, and decodes the pmd as if it could be PROT_NONE or huge each time).
+ * The page table @pmd points to, mapped and locked; @pmd was seen to point
+ * to one.  NULL (6.12 only) when the table went away: the walk retries.
+ *
+ * A table stays while the mmap_lock is held, for writing (the lock and
+ * unlock walks) or reading (mlf_pay_run()), except on 6.12 where khugepaged
+ * retracts a file VMA's tables holding neither, which is why the kernel's
+ * pte_offset_map_lock() maps under RCU and checks the pmd again.  An
+ * anonymous VMA's tables are collapsed only under the mmap_lock held for
+ * writing, and 6.1 retracts under it too: for those, find the table's page
+ * once (pte_offset_map_lock() finds it twice, and decodes the pmd as if it
+ * could be PROT_NONE or huge each time).
  */
-static inline pte_t *mlf_pte_map_lock(struct mm_struct *mm, pmd_t *pmd,
+static inline pte_t *mlf_pte_map_lock(struct vm_area_struct *vma, pmd_t *pmd,
 				      unsigned long addr, spinlock_t **ptl)
 {
-#ifdef MLF_SERIES_6_1
-	unsigned long pfn = (pmd_val(READ_ONCE(*pmd)) & PTE_PFN_MASK) >>
-			    PAGE_SHIFT;
+	unsigned long val = mlf_pmd_val(READ_ONCE(*pmd)), pfn;
 
+#ifdef MLF_SERIES_6_12
+	/* (a present table, not a huge page: anything else, ask the kernel) */
+	if (!vma_is_anonymous(vma) ||
+	    (val & (_PAGE_PRESENT | _PAGE_PSE)) != _PAGE_PRESENT)
+		return mlf_call(pte_offset_map_lock)(vma->vm_mm, pmd, addr,
+						     ptl);
+#endif
+	pfn = (val & PTE_PFN_MASK) >> PAGE_SHIFT;
+#ifdef MLF_SERIES_6_1
 	*ptl = ptlock_ptr(pfn_to_page(pfn));
+#else
+	*ptl = ptlock_ptr(page_ptdesc(pfn_to_page(pfn)));
+	rcu_read_lock();	/* as pte_offset_map(): pte_unmap() ends it */
+#endif
 	spin_lock(*ptl);
 	return (pte_t *)__va(PFN_PHYS(pfn)) + pte_index(addr);
-#else
-	return mlf_call(pte_offset_map_lock)(mm, pmd, addr, ptl);
-#endif
 }
 
 static inline spinlock_t *mlf_pmd_huge_lock(pmd_t *pmd,
 					    struct vm_area_struct *vma)
 {
-	if (!pmd_trans_huge(*pmd) && !pmd_devmap(*pmd) &&
-	    !is_swap_pmd(*pmd))
+	pmd_t pmdv = READ_ONCE(*pmd);
+	unsigned long val = mlf_pmd_val(pmdv);
+
+	/*
+	 * Not pmd_trans_huge() nor pmd_devmap(): neither flag; nor
+	 * is_swap_pmd(): none, or present (pmd_present() without _PAGE_PSE).
+	 */
+	if (!(val & (_PAGE_PSE | _PAGE_DEVMAP)) &&
+	    (pmd_none(pmdv) || (val & (_PAGE_PRESENT | _PAGE_PROTNONE))))
 		return NULL;
 	return mlf_call(pmd_trans_huge_lock)(pmd, vma);
 }
@@ -248,9 +291,28 @@ void mlf_walk_pages(void *ctx, struct vm_area_struct *vma,
 void mlf_skip_pages(void *ctx, struct vm_area_struct *vma,
 		    unsigned long start, unsigned long end);
 
-/* As apply_vma_lock_flags(): 0, -ENOMEM for a hole, -EINVAL, or a split error. */
-int mlf_apply_range(struct mm_struct *mm, unsigned long start,
-		    unsigned long len, vm_flags_t flags, void *ctx);
+/*
+ * The VMA an mm's last call found alone (neither split nor merged), for the
+ * next call to use without a walk if the mm's tree cannot have changed since
+ * (6.12; compat.c says how it knows).  Kept in the mm's state (mm.c) and
+ * used with the mmap_lock held for writing.
+ */
+struct mlf_vma_cache {
+#ifdef MLF_SERIES_6_12
+	struct vm_area_struct *vma;	/* NULL: none */
+	void *prev, *next;	/* the tree's entries beside it */
+	unsigned int seq;	/* mm->mm_lock_seq in that call */
+	unsigned long stamp;	/* jiffies then */
+#endif
+};
+
+/*
+ * As apply_vma_lock_flags(): 0, -ENOMEM for a hole, -EINVAL, or a split
+ * error.  @vc: the mm's cache, or NULL.
+ */
+int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
+		    unsigned long start, unsigned long len, vm_flags_t flags,
+		    void *ctx);
 
 /* As apply_mlockall_flags() for the VMAs: errors are ignored, as there. */
 void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, void *ctx);

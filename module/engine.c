@@ -112,6 +112,20 @@ static void mlf_drain_once(struct mlf_ctx *c)
 }
 
 /*
+ * current->mm's state, and the zone its last walk counted in: a process's
+ * pages are mostly in one, and finding a page's zone costs more than the
+ * rest of a small call's accounting.
+ */
+static __always_inline void mlf_ctx_set_owner(struct mlf_ctx *c)
+{
+	c->owner = mlf_mm_current(c->cache);
+	if (c->owner) {
+		c->zone = c->owner->zone;
+		c->zone_id = c->owner->zone_id;
+	}
+}
+
+/*
  * Before an unlock walks, with mmap_lock held: whose runs it trims, and
  * whether the locks it undoes may be queued on other CPUs (a thread of this
  * mm, or this task before it moved).  Only now, under the lock, can no
@@ -119,7 +133,7 @@ static void mlf_drain_once(struct mlf_ctx *c)
  */
 static __always_inline void mlf_ctx_unlocker(struct mlf_ctx *c)
 {
-	c->owner = mlf_mm_current(c->cache);
+	mlf_ctx_set_owner(c);
 	/*
 	 * "Remote" means not this CPU's: hold on to the CPU while looking, and
 	 * note it as the walk's, so that a move to another CPU before the
@@ -133,10 +147,16 @@ static __always_inline void mlf_ctx_unlocker(struct mlf_ctx *c)
 /* Before a lock walks, with mmap_lock held: who owns the moves it queues. */
 static __always_inline void mlf_ctx_owner(struct mlf_ctx *c)
 {
-	c->owner = mlf_mm_current(c->cache);
+	mlf_ctx_set_owner(c);
 	if (!c->owner)
 		/* Nothing could void a move left queued: pay before return. */
 		c->mode = MLF_EAGER;
+}
+
+/* The owner's VMA cache (compat.h), if there is an owner. */
+static __always_inline struct mlf_vma_cache *mlf_ctx_vc(struct mlf_ctx *c)
+{
+	return c->owner ? &c->owner->vc : NULL;
 }
 
 static void mlf_need_populate(struct mlf_ctx *c, unsigned long start,
@@ -457,11 +477,12 @@ static __always_inline bool mlf_unlock_fast(struct mlf_ctx *c,
 static __always_inline struct page *mlf_plain_page(pte_t ptent, bool cow)
 {
 	unsigned long want = _PAGE_PRESENT | (cow ? _PAGE_RW : 0);
+	unsigned long val = mlf_pte_val(ptent);
 
-	if ((pte_flags(ptent) & (want | _PAGE_SPECIAL)) != want)
+	if ((val & (want | _PAGE_SPECIAL)) != want)
 		return NULL;
 	/* Present: no PROT_NONE inversion to undo, as pte_pfn() checks. */
-	return pfn_to_page((pte_val(ptent) & PTE_PFN_MASK) >> PAGE_SHIFT);
+	return pfn_to_page((val & PTE_PFN_MASK) >> PAGE_SHIFT);
 }
 
 /*
@@ -480,6 +501,10 @@ static __always_inline bool mlf_in_zone(struct mlf_ctx *c, struct page *page,
 		return false;
 	c->zone = page_zone(page);
 	c->zone_id = id;
+	if (c->owner) {
+		c->owner->zone = c->zone;
+		c->owner->zone_id = id;
+	}
 	return true;
 }
 
@@ -629,7 +654,7 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 			mlf_pmd_huge(c, pmd, ptl, addr, end, vma);
 		return true;
 	}
-	start_pte = mlf_pte_map_lock(vma->vm_mm, pmd, addr, &ptl);
+	start_pte = mlf_pte_map_lock(vma, pmd, addr, &ptl);
 	if (!start_pte)
 		return false;
 	if (c->pay) {
@@ -754,7 +779,7 @@ static void mlf_walk_range(struct mlf_ctx *c, struct vm_area_struct *vma,
 			   unsigned long addr, unsigned long end)
 {
 	bool populates = c->lock && mlf_populates(vma);
-	struct mlf_pt_cache *pt = c->owner ? mlf_mm_pt(c->owner) : NULL;
+	struct mlf_pt_cache *pt = c->owner ? &c->owner->pt : NULL;
 	unsigned long next;
 
 	for (; addr < end; addr = next) {
@@ -926,7 +951,7 @@ static __always_inline int mlf_lock_range(struct mlf_ctx *c,
 	if (locked > lock_limit && !capable(CAP_IPC_LOCK))
 		return -ENOMEM;
 	mlf_ctx_owner(c);
-	ret = mlf_apply_range(mm, start, len, vmflags, c);
+	ret = mlf_apply_range(mm, mlf_ctx_vc(c), start, len, vmflags, c);
 	mlf_finish(c);
 	return ret;
 }
@@ -985,7 +1010,7 @@ static __always_inline int mlf_unlock_range(struct mlf_ctx *c,
 	int ret;
 
 	mlf_ctx_unlocker(c);
-	ret = mlf_apply_range(current->mm, start, len, 0, c);
+	ret = mlf_apply_range(current->mm, mlf_ctx_vc(c), start, len, 0, c);
 
 	mlf_finish(c);
 	return ret;

@@ -5,8 +5,11 @@
 
 #include <linux/percpu.h>
 #include <linux/mm_types.h>
+#include <linux/mmu_notifier.h>
 #include <linux/pgtable.h>
+#include <linux/workqueue.h>
 #include <linux/mlockfast.h>
+#include "compat.h"
 
 #define MLOCKFAST_VERSION "0.1.0"
 
@@ -84,23 +87,10 @@ struct mlf_file {
 	struct mlf_mm *mm;	/* the first mm to lock through this file */
 };
 
-struct mlf_mm *mlf_mm_current(struct mlf_mm **cache);
-void mlf_mm_uncache(struct mlf_mm *m);
-void mlf_mm_pending_add(struct mlf_mm *m, int n);
-unsigned long mlf_mm_tracked(void);
-int mlf_mm_init(void);
-void mlf_mm_exit(void);
-
 /* Runs of private anon pages whose moves a deferred lock owes. */
 struct mlf_run {
 	unsigned long start, end;
 };
-
-void mlf_mm_add_run(struct mlf_mm *m, unsigned long start, unsigned long end);
-void mlf_mm_trim(struct mlf_mm *m, unsigned long start, unsigned long end);
-void mlf_mm_pay_all(void);
-/* engine.c: the moves a run owes, for what is still locked there. */
-void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end);
 
 /*
  * The pmd table the mm's last walk went through, so that the next walk of
@@ -115,7 +105,97 @@ struct mlf_pt_cache {
 	pmd_t *pmds;		/* its first entry, or NULL: none */
 };
 
-struct mlf_pt_cache *mlf_mm_pt(struct mlf_mm *m);
+#define MLF_MM_RUNS	16
+
+/*
+ * Defined here, not in mm.c, so that the engine's every-call steps on it
+ * (whose is this mm, its caches, a run added or cut) are inline; mm.c has
+ * the rest.
+ */
+struct mlf_mm {
+	struct mmu_notifier mn;
+	atomic_t pending;	/* live batch entries owned by this mm */
+	unsigned long state;
+	struct list_head node;	/* on mlf_mms until freed */
+	spinlock_t lock;	/* orders queueing the work against DEAD */
+	struct delayed_work work;	/* pays the runs */
+	/*
+	 * Runs of locked private anon pages whose moves are owed.  The
+	 * mmap_lock guards them: the ioctls change them holding it for
+	 * writing, the work (never run twice at once) holding it for reading.
+	 * So does everything below.
+	 */
+	unsigned int nr_runs;
+	struct mlf_run runs[MLF_MM_RUNS];
+	struct mlf_pt_cache pt;
+	struct mlf_vma_cache vc;	/* (compat.h) */
+	/* The zone of the pages the mm's last walk counted, or -1: none. */
+	struct zone *zone;
+	int zone_id;
+};
+
+struct mlf_mm *mlf_mm_lookup(struct mlf_mm **cache);
+void mlf_mm_uncache(struct mlf_mm *m);
+void mlf_mm_pending_add(struct mlf_mm *m, int n);
+unsigned long mlf_mm_tracked(void);
+int mlf_mm_init(void);
+void mlf_mm_exit(void);
+void mlf_mm_merge_run(struct mlf_mm *m, unsigned long start, unsigned long end);
+void mlf_mm_cut(struct mlf_mm *m, unsigned long start, unsigned long end);
+void mlf_mm_pay_all(void);
+/* engine.c: the moves a run owes, for what is still locked there. */
+void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end);
+
+/*
+ * current->mm's state, for the owner of the entries a lock queues, or NULL
+ * if it cannot be had (no memory, a signal during registration): the caller
+ * then pays its moves before it returns.  @cache is the file's: the first mm
+ * to use a file keeps its state there.  Call with mmap_lock held for writing.
+ */
+static inline struct mlf_mm *mlf_mm_current(struct mlf_mm **cache)
+{
+	struct mlf_mm *m = READ_ONCE(*cache);
+
+	if (likely(m && m->mn.mm == current->mm))
+		return m;
+	return mlf_mm_lookup(cache);
+}
+
+/*
+ * A deferred lock left [start, end) of private anon pages unmoved; mmap_lock
+ * held for writing.  Inline: the first run while the work is already queued
+ * (a lock after the unlock that cut the last one).
+ */
+static inline void mlf_mm_add_run(struct mlf_mm *m, unsigned long start,
+				  unsigned long end)
+{
+	mlf_count(moves_queued, (end - start) >> PAGE_SHIFT);
+	if (likely(!m->nr_runs && delayed_work_pending(&m->work))) {
+		m->runs[0] = (struct mlf_run){ start, end };
+		m->nr_runs = 1;
+		return;
+	}
+	mlf_mm_merge_run(m, start, end);
+}
+
+/*
+ * [start, end) is unlocked; mmap_lock held for writing.  What the runs owed
+ * there is cancelled.  Inline: no runs, or one that is all of the range
+ * (the unlock of what a lock just left).
+ */
+static inline void mlf_mm_trim(struct mlf_mm *m, unsigned long start,
+			       unsigned long end)
+{
+	if (!m->nr_runs)
+		return;
+	if (m->nr_runs == 1 && m->runs[0].start == start &&
+	    m->runs[0].end == end) {
+		m->nr_runs = 0;
+		mlf_count(moves_cancelled, (end - start) >> PAGE_SHIFT);
+		return;
+	}
+	mlf_mm_cut(m, start, end);
+}
 
 static inline void mlf_pt_remember(struct mlf_pt_cache *pt, unsigned long addr,
 				   pmd_t *pmd)

@@ -25,31 +25,13 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/workqueue.h>
+#include "compat.h"
 #include "mlockfast.h"
 
 enum {
 	MLF_MM_FRESH,		/* allocated, its mm-lifetime reference not taken */
 	MLF_MM_DROPPED,		/* its mm-lifetime reference is gone */
 	MLF_MM_DEAD,		/* the mm has exited: its work may not be queued */
-};
-
-#define MLF_MM_RUNS	16
-
-struct mlf_mm {
-	struct mmu_notifier mn;
-	atomic_t pending;	/* live batch entries owned by this mm */
-	unsigned long state;
-	struct list_head node;	/* on mlf_mms until freed */
-	spinlock_t lock;	/* orders queueing the work against DEAD */
-	struct delayed_work work;	/* pays the runs */
-	/*
-	 * Runs of locked private anon pages whose moves are owed.  The
-	 * mmap_lock guards them: the ioctls change them holding it for
-	 * writing, the work (never run twice at once) holding it for reading.
-	 */
-	unsigned int nr_runs;
-	struct mlf_run runs[MLF_MM_RUNS];
-	struct mlf_pt_cache pt;
 };
 
 static LIST_HEAD(mlf_mms);
@@ -96,16 +78,14 @@ static void mlf_mm_queue(struct mlf_mm *m, unsigned long delay)
 }
 
 /*
- * A deferred lock left [start, end) of private anon pages unmoved; mmap_lock
- * held for writing.  Runs that touch merge; with no room left, all are paid
- * at once.
+ * mlf_mm_add_run() beyond its common case: runs that touch merge; with no
+ * room left, all are paid at once.
  */
-void mlf_mm_add_run(struct mlf_mm *m, unsigned long start, unsigned long end)
+void mlf_mm_merge_run(struct mlf_mm *m, unsigned long start, unsigned long end)
 {
 	struct mlf_run *r;
 	unsigned int i;
 
-	mlf_count(moves_queued, (end - start) >> PAGE_SHIFT);
 	for (i = 0; i < m->nr_runs; i++) {
 		r = &m->runs[i];
 		if (start <= r->end && end >= r->start) {
@@ -122,11 +102,10 @@ void mlf_mm_add_run(struct mlf_mm *m, unsigned long start, unsigned long end)
 }
 
 /*
- * [start, end) is unlocked; mmap_lock held for writing.  What the runs owed
- * there is cancelled.  A run cut in two with no room for the second half is
- * paid instead, before the unlock walks it.
+ * mlf_mm_trim() beyond its common case.  A run cut in two with no room for
+ * the second half is paid instead, before the unlock walks it.
  */
-void mlf_mm_trim(struct mlf_mm *m, unsigned long start, unsigned long end)
+void mlf_mm_cut(struct mlf_mm *m, unsigned long start, unsigned long end)
 {
 	unsigned long cut = 0;
 	unsigned int i;
@@ -204,11 +183,6 @@ static void mlf_pt_forget(struct mlf_pt_cache *pt, unsigned long start,
 		WRITE_ONCE(pt->pmds, NULL);
 }
 
-struct mlf_pt_cache *mlf_mm_pt(struct mlf_mm *m)
-{
-	return &m->pt;
-}
-
 static int mlf_mm_invalidate(struct mmu_notifier *mn,
 			     const struct mmu_notifier_range *r)
 {
@@ -254,6 +228,7 @@ static struct mmu_notifier *mlf_mm_alloc(struct mm_struct *mm)
 	if (!m)
 		return ERR_PTR(-ENOMEM);
 	__set_bit(MLF_MM_FRESH, &m->state);
+	m->zone_id = -1;
 	spin_lock_init(&m->lock);
 	INIT_DELAYED_WORK(&m->work, mlf_mm_work);
 	spin_lock_bh(&mlf_mms_lock);
@@ -304,19 +279,11 @@ static struct mlf_mm *mlf_mm_get(void)
 	return m;
 }
 
-/*
- * current->mm's state, for the owner of the entries a lock queues, or NULL
- * if it cannot be had (no memory, a signal during registration): the caller
- * then pays its moves before it returns.  @cache is the file's: the first mm
- * to use a file keeps its state there.  Call with mmap_lock held for writing.
- */
-struct mlf_mm *mlf_mm_current(struct mlf_mm **cache)
+/* mlf_mm_current() when the file's cache does not hold current->mm's. */
+struct mlf_mm *mlf_mm_lookup(struct mlf_mm **cache)
 {
-	struct mlf_mm *m = READ_ONCE(*cache);
+	struct mlf_mm *m = mlf_mm_get();
 
-	if (likely(m && m->mn.mm == current->mm))
-		return m;
-	m = mlf_mm_get();
 	if (!m)
 		return NULL;
 	if (cmpxchg(cache, NULL, m))

@@ -213,6 +213,64 @@ DIFF_TEST(whole_vmas_across_tree_leaves)
 	diff_state(log, "unlocked again");
 }
 
+/*
+ * One whole VMA locked and unlocked call after call, as a benchmark does:
+ * the module remembers it from one call to the next (6.12), which must not
+ * outlive a change to the mm in between.  Each change below makes the next
+ * call's right answer differ from the last one's: a new neighbour to merge
+ * with, the VMA replaced in the same place, a neighbour's protection
+ * changed, the VMA locked and unlocked by mlock(2) itself.
+ */
+DIFF_TEST(same_vma_call_after_call)
+{
+	char *r = diff_map(8 * PAGE, 4 * PAGE, PROT_READ, ANON, -1);
+	char *m, *n;
+
+	/*
+	 * Read-only and read (the zero page), it has no anon_vma: one mapped
+	 * beside it later merges with it once their flags agree.
+	 */
+	diff_touch(r, 4 * PAGE, 0);
+	diff_ret(log, "lock", p->lock(r, 4 * PAGE));
+	diff_ret(log, "unlock", p->unlock(r, 4 * PAGE));
+	diff_ret(log, "lock again", p->lock(r, 4 * PAGE));
+	diff_state(log, "locked");
+	n = diff_map(12 * PAGE, 4 * PAGE, PROT_READ, ANON, -1);
+	diff_ret(log, "unlock: merges with the new one",
+		 p->unlock(r, 4 * PAGE));
+	diff_state(log, "merged with the new one");
+	munmap(r, 8 * PAGE);
+	m = diff_map(8 * PAGE, 4 * PAGE, RW, ANON, -1);
+	diff_touch(m, 4 * PAGE, 1);
+	diff_ret(log, "lock", p->lock(m, 4 * PAGE));
+	diff_ret(log, "unlock", p->unlock(m, 4 * PAGE));
+	diff_ret(log, "lock", p->lock(m, 4 * PAGE));
+	munmap(m, 4 * PAGE);
+	m = diff_map(8 * PAGE, 4 * PAGE, RW, ANON, -1);
+	diff_touch(m, 2 * PAGE, 1);
+	diff_ret(log, "lock the VMA now there", p->lock(m, 4 * PAGE));
+	diff_state(log, "replaced and locked");
+	diff_ret(log, "unlock", p->unlock(m, 4 * PAGE));
+	n = diff_map(4 * PAGE, 4 * PAGE, PROT_READ, ANON, -1);
+	diff_ret(log, "lock beside a read-only one", p->lock(m, 4 * PAGE));
+	diff_ret(log, "unlock", p->unlock(m, 4 * PAGE));
+	diff_ret(log, "lock", p->lock(m, 4 * PAGE));
+	mprotect(n, 4 * PAGE, RW);
+	mlock(n, 4 * PAGE);
+	diff_ret(log, "unlock beside one made RW and mlocked",
+		 p->unlock(m, 4 * PAGE));
+	diff_state(log, "neighbour changed");
+	munlock(n, 4 * PAGE);
+	diff_ret(log, "lock: merges with it", p->lock(m, 4 * PAGE));
+	diff_state(log, "merged with the neighbour");
+	mlock(m, 4 * PAGE);
+	munlock(m, 4 * PAGE);
+	diff_ret(log, "lock after mlock(2) and munlock(2)",
+		 p->lock(m, 4 * PAGE));
+	diff_ret(log, "unlock it all", p->unlock(n, 8 * PAGE));
+	diff_state(log, "unlocked");
+}
+
 DIFF_TEST(lock_twice_unlock_once)
 {
 	char *m = diff_map(0, 8 * PAGE, RW, ANON, -1);
