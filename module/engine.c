@@ -49,7 +49,7 @@ struct mlf_ctx {
 };
 
 /* Apply the pending NR_MLOCK change and its vm events. */
-static void mlf_acct_flush(struct mlf_ctx *c)
+static __always_inline void mlf_acct_flush(struct mlf_ctx *c)
 {
 	long nr = c->zone_pages;
 
@@ -772,11 +772,15 @@ static pmd_t *mlf_pmd_of(struct mm_struct *mm, unsigned long addr,
  * The page tables of [addr, end) within @vma.  Our own walk rather than
  * walk_page_range(): that one looks the VMA up again and dispatches every
  * level through function pointers, which costs more than a small range's
- * page work.  mmap_lock is held for writing, so no level above the pmd can
- * go away under us.
+ * page work.  The mmap_lock is held (for writing, or for reading by the
+ * runs' work), so no level above the pmd can go away under us: tables go
+ * only after the VMAs over them.  Inline in its one caller,
+ * mlf_walk_pages().
  */
-static void mlf_walk_range(struct mlf_ctx *c, struct vm_area_struct *vma,
-			   unsigned long addr, unsigned long end)
+static __always_inline void mlf_walk_range(struct mlf_ctx *c,
+					   struct vm_area_struct *vma,
+					   unsigned long addr,
+					   unsigned long end)
 {
 	bool populates = c->lock && mlf_populates(vma);
 	struct mlf_pt_cache *pt = c->owner ? &c->owner->pt : NULL;
@@ -831,7 +835,7 @@ void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end)
 	mlf_call(lru_add_drain)();
 	for_each_vma_range(vmi, vma, end)
 		if (vma->vm_flags & VM_LOCKED)
-			mlf_walk_range(&c, vma, max(start, vma->vm_start),
+			mlf_walk_pages(&c, vma, max(start, vma->vm_start),
 				       min(end, vma->vm_end));
 	/* (each page table's walk has drained what it paid) */
 	mlf_count(moves_applied, c.pages);
