@@ -758,6 +758,7 @@ static struct vm_area_struct *mlf_vc_take(struct mlf_vma_cache *vc,
 					  unsigned long start,
 					  unsigned long end)
 {
+#ifdef MLF_VMA_CACHE
 	struct vm_area_struct *vma = vc->vma;
 
 	vc->vma = NULL;
@@ -766,16 +767,21 @@ static struct vm_area_struct *mlf_vc_take(struct mlf_vma_cache *vc,
 	    vma->vm_start != start || vma->vm_end != end)
 		return NULL;
 	return vma;
+#else
+	return NULL;
+#endif
 }
 
 static void mlf_vc_keep(struct mlf_vma_cache *vc, struct mm_struct *mm,
 			struct vm_area_struct *vma, void *prev, void *next)
 {
+#ifdef MLF_VMA_CACHE
 	vc->vma = vma;
 	vc->prev = prev;
 	vc->next = next;
 	vc->seq = READ_ONCE(mm->mm_lock_seq.sequence);
 	vc->stamp = jiffies;
+#endif
 }
 
 int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
@@ -794,6 +800,7 @@ int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
 	if (end == start)
 		return 0;
 	vma = vc ? mlf_vc_take(vc, mm, start, end) : NULL;
+#ifdef MLF_VMA_CACHE
 	if (vma) {
 		/* Its neighbours are as they were: only the flags asked differ. */
 		newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) | flags;
@@ -804,6 +811,7 @@ int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
 			return 0;
 		}
 	}
+#endif
 	vma = mlf_tree_walk(&vmi.mas);
 	if (!vma)
 		return -ENOMEM;

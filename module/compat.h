@@ -294,11 +294,16 @@ void mlf_skip_pages(void *ctx, struct vm_area_struct *vma,
 /*
  * The VMA an mm's last call found alone (neither split nor merged), for the
  * next call to use without a walk if the mm's tree cannot have changed since
- * (6.12; compat.c says how it knows).  Kept in the mm's state (mm.c) and
- * used with the mmap_lock held for writing.
+ * (6.12, whose per-VMA locks count the mmap_lock's write holds; compat.c
+ * says how).  Kept in the mm's state and used with the mmap_lock held for
+ * writing.
  */
+#if defined(MLF_SERIES_6_12) && defined(CONFIG_PER_VMA_LOCK)
+#define MLF_VMA_CACHE 1
+#endif
+
 struct mlf_vma_cache {
-#ifdef MLF_SERIES_6_12
+#ifdef MLF_VMA_CACHE
 	struct vm_area_struct *vma;	/* NULL: none */
 	void *prev, *next;	/* the tree's entries beside it */
 	unsigned int seq;	/* mm->mm_lock_seq in that call */
