@@ -123,7 +123,8 @@ struct mlf_mm {
 	 * Runs of locked private anon pages whose moves are owed.  The
 	 * mmap_lock guards them: the ioctls change them holding it for
 	 * writing, the work (never run twice at once) holding it for reading.
-	 * So does everything below.
+	 * The caches below are the ioctls' alone (held for writing), except
+	 * that the notifier clears pt.pmds under whatever lock it is called.
 	 */
 	unsigned int nr_runs;
 	struct mlf_run runs[MLF_MM_RUNS];
