@@ -14,7 +14,10 @@
  *
  * Each batch has a spinlock rather than a local lock so that DRAIN, CPU
  * offline and unload can apply another CPU's batch from here, without
- * queueing work on that CPU or waiting for it.
+ * queueing work on that CPU or waiting for it.  Its own CPU takes it pinned
+ * there (mlf_cpu_pin(): preemption off, or on PREEMPT_RT migration off,
+ * where the lock and what runs under it sleep), so that the kernel's per-CPU
+ * mlock batch it feeds is the one it drains.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -80,6 +83,7 @@ static struct mlf_entry *mlf_find(struct mlf_batch *b, struct folio *folio)
 
 static void mlf_kill(struct mlf_batch *b, struct mlf_entry *e)
 {
+	mlf_rt_assert_sleepable();	/* folio_put() may free it */
 	e->live = false;
 	mlf_mm_pending_add(e->owner, -1);
 	folio_put(e->folio);
@@ -178,7 +182,7 @@ struct mlf_batch *mlf_batch_get(void)
 {
 	struct mlf_batch *b;
 
-	preempt_disable();
+	mlf_cpu_pin();
 	b = mlf_batches[smp_processor_id()];
 	spin_lock(&b->lock);
 	return b;
@@ -190,7 +194,7 @@ void mlf_batch_put(struct mlf_batch *b, bool deferred)
 		schedule_delayed_work_on(smp_processor_id(), &b->work,
 					 msecs_to_jiffies(mlf_defer_ms));
 	spin_unlock(&b->lock);
-	preempt_enable();
+	mlf_cpu_unpin();
 }
 
 /*
@@ -332,8 +336,13 @@ void mlf_batch_void(struct mlf_mm *owner, unsigned long start,
 }
 
 /*
- * Does this CPU's batch hold no entry?  Preemption off, and no lock needed:
- * only this CPU adds entries to it, so an empty batch stays empty.
+ * Does this CPU's batch hold no entry?  The caller holds its mm's mmap_lock
+ * for writing and is pinned to this CPU (a page table's lock pins it), so
+ * an empty batch gets no entry of that mm until the caller lets go: those
+ * are added only by a lock walk of the mm, on the CPU it runs on.  Entries
+ * of other mms may come at any time (on PREEMPT_RT from a task that preempts
+ * the caller here, as from other CPUs on every kernel): the unlock's fast
+ * path never assumed their absence.
  */
 bool mlf_batch_idle(void)
 {
@@ -359,11 +368,11 @@ void mlf_batch_apply_cpu(int cpu)
 	if (!mlf_cpu_pending(cpu))
 		return;
 	/* Another CPU's batch: the moves land on this CPU's kernel batch. */
-	preempt_disable();
+	mlf_cpu_pin();
 	spin_lock(&b->lock);
 	mlf_batch_apply(b);
 	spin_unlock(&b->lock);
-	preempt_enable();
+	mlf_cpu_unpin();
 }
 
 void mlf_batch_apply_all(void)
@@ -379,11 +388,11 @@ static void mlf_batch_work(struct work_struct *work)
 	struct mlf_batch *b = container_of(to_delayed_work(work),
 					   struct mlf_batch, work);
 
-	preempt_disable();
+	mlf_cpu_pin();
 	spin_lock(&b->lock);
 	mlf_batch_apply(b);
 	spin_unlock(&b->lock);
-	preempt_enable();
+	mlf_cpu_unpin();
 }
 
 /* Runs on a surviving CPU once @cpu is dead. */

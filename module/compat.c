@@ -16,8 +16,10 @@
 #include <linux/mm_inline.h>
 #include "compat.h"
 
+#ifdef MLF_HAVE_THP
 DEFINE_STATIC_CALL_NULL(mlf_sc_pmd_trans_huge_lock,
 			mlf_proto_pmd_trans_huge_lock);
+#endif
 DEFINE_STATIC_CALL_NULL(mlf_sc_mm_populate, mlf_proto_mm_populate);
 DEFINE_STATIC_CALL_NULL(mlf_sc_lru_add_drain, mlf_proto_lru_add_drain);
 DEFINE_STATIC_CALL_NULL(mlf_sc_schedule_on_each_cpu,
@@ -40,7 +42,9 @@ DEFINE_STATIC_CALL_NULL(mlf_sc_pte_offset_map_lock,
 DEFINE_STATIC_CALL_NULL(mlf_sc_vma_modify_flags, mlf_proto_vma_modify_flags);
 #endif
 
+#ifdef MLF_HAVE_THP
 unsigned long *mlf_huge_zero_pfn;
+#endif
 
 /* Each static call and the kernel function it must jump to. */
 struct mlf_func {
@@ -54,7 +58,9 @@ struct mlf_func {
 }
 
 static const struct mlf_func mlf_funcs[] = {
+#ifdef MLF_HAVE_THP
 	MLF_FUNC(pmd_trans_huge_lock, "__pmd_trans_huge_lock"),
+#endif
 	MLF_FUNC(mm_populate, "__mm_populate"),
 	MLF_FUNC(lru_add_drain, "lru_add_drain"),
 	MLF_FUNC(schedule_on_each_cpu, "schedule_on_each_cpu"),
@@ -166,9 +172,11 @@ int mlf_compat_init(const char *debug_require_symbol)
 		__static_call_update(mlf_funcs[i].key, mlf_funcs[i].tramp,
 				     (void *)addr);
 	}
+#ifdef MLF_HAVE_THP
 	mlf_huge_zero_pfn = (unsigned long *)mlf_resolve("huge_zero_pfn", false);
 	if (!mlf_huge_zero_pfn)
 		return -ENOENT;
+#endif
 	/* Lets a test prove that a missing symbol fails the load cleanly. */
 	if (debug_require_symbol && *debug_require_symbol &&
 	    !mlf_resolve(debug_require_symbol, false))

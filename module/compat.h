@@ -30,6 +30,28 @@
 #endif
 
 /*
+ * Kernel configurations the module adapts to, named after the feature.
+ *
+ * MLF_HAVE_THP: transparent huge pages.  PREEMPT_RT kernels have none
+ * (Kconfig forbids THP with PREEMPT_RT), so there no pmd maps a folio, and
+ * __pmd_trans_huge_lock and huge_zero_pfn do not exist.
+ */
+#ifdef CONFIG_TRANSPARENT_HUGEPAGE
+#define MLF_HAVE_THP 1
+#endif
+
+/*
+ * What the module cannot do without: kallsyms_lookup_name is found through
+ * a kprobe, the stale-move notifier is an mmu notifier.  dkms.conf's
+ * BUILD_EXCLUSIVE_CONFIG declines such a kernel before this is reached.
+ */
+#if !defined(CONFIG_KPROBES) || !defined(CONFIG_KALLSYMS) || \
+	!defined(CONFIG_MMU_NOTIFIER) || !defined(CONFIG_X86_64) || \
+	!defined(CONFIG_SMP)
+#error "mlockfast needs X86_64, SMP, KPROBES, KALLSYMS and MMU_NOTIFIER"
+#endif
+
+/*
  * Kernel functions resolved through kallsyms at load.  They are called
  * through static calls, not function pointers: a static call is a direct
  * jump patched in at load, which IBT does not police.  That matters on 6.12
@@ -44,10 +66,12 @@
 unsigned long mlf_proto_lookup(const char *name);
 DECLARE_STATIC_CALL(mlf_sc_lookup, mlf_proto_lookup);
 
+#ifdef MLF_HAVE_THP
 /* __pmd_trans_huge_lock */
 spinlock_t *mlf_proto_pmd_trans_huge_lock(pmd_t *pmd,
 					  struct vm_area_struct *vma);
 DECLARE_STATIC_CALL(mlf_sc_pmd_trans_huge_lock, mlf_proto_pmd_trans_huge_lock);
+#endif
 
 /* __mm_populate */
 int mlf_proto_mm_populate(unsigned long start, unsigned long len,
@@ -114,19 +138,59 @@ DECLARE_STATIC_CALL(mlf_sc_vma_modify_flags, mlf_proto_vma_modify_flags);
 
 #define mlf_call(name) static_call(mlf_sc_##name)
 
+#ifdef MLF_HAVE_THP
 /* Kernel variables resolved at load (not exported). */
 extern unsigned long *mlf_huge_zero_pfn;
+#endif
 
 int mlf_compat_init(const char *debug_require_symbol);
+
+/*
+ * Hold on to this CPU while using its batch, as local_lock() does: without
+ * PREEMPT_RT by disabling preemption; with it, by disabling migration only.
+ * On RT spinlock_t sleeps, and what runs under a batch's lock takes
+ * sleeping locks (the kernel's mlock_folio(), munlock_folio(), folio_put(),
+ * mlock_drain_local()), so the task must stay preemptible there.
+ */
+static __always_inline void mlf_cpu_pin(void)
+{
+	if (IS_ENABLED(CONFIG_PREEMPT_RT))
+		migrate_disable();
+	else
+		preempt_disable();
+}
+
+static __always_inline void mlf_cpu_unpin(void)
+{
+	if (IS_ENABLED(CONFIG_PREEMPT_RT))
+		migrate_enable();
+	else
+		preempt_enable();
+}
+
+/*
+ * Before a call into the kernel that takes sleeping locks on PREEMPT_RT:
+ * there, being atomic is a bug ("scheduling while atomic" once the lock is
+ * contended).  Debian's RT kernels lack CONFIG_DEBUG_ATOMIC_SLEEP, which
+ * would catch it in the kernel; this catches it in the module, always, and
+ * costs nothing elsewhere.
+ */
+static __always_inline void mlf_rt_assert_sleepable(void)
+{
+	if (IS_ENABLED(CONFIG_PREEMPT_RT))
+		WARN_ON_ONCE(!preemptible());
+}
 
 /* The kernel's own per-CPU mlock batch, used where counts must be exact. */
 static inline void mlf_kernel_mlock(struct folio *folio)
 {
+	mlf_rt_assert_sleepable();
 	mlf_call(mlock_folio)(folio);
 }
 
 static inline void mlf_kernel_munlock(struct folio *folio)
 {
+	mlf_rt_assert_sleepable();
 #ifdef MLF_SERIES_6_1
 	mlf_call(munlock_page)(&folio->page);
 #else
@@ -217,9 +281,14 @@ static inline pte_t *mlf_pte_map_lock(struct vm_area_struct *vma, pmd_t *pmd,
 	return (pte_t *)__va(PFN_PHYS(pfn)) + pte_index(addr);
 }
 
+/*
+ * The huge pmd's lock if @pmd maps a folio (or a migration entry of one),
+ * else NULL: walk its page table.  Without THP no pmd maps a folio.
+ */
 static inline spinlock_t *mlf_pmd_huge_lock(pmd_t *pmd,
 					    struct vm_area_struct *vma)
 {
+#ifdef MLF_HAVE_THP
 	pmd_t pmdv = READ_ONCE(*pmd);
 	unsigned long val = mlf_pmd_val(pmdv);
 
@@ -231,13 +300,20 @@ static inline spinlock_t *mlf_pmd_huge_lock(pmd_t *pmd,
 	    (pmd_none(pmdv) || (val & (_PAGE_PRESENT | _PAGE_PROTNONE))))
 		return NULL;
 	return mlf_call(pmd_trans_huge_lock)(pmd, vma);
+#else
+	return NULL;
+#endif
 }
 
 /* is_huge_zero_pmd() without the unexported huge_zero_pfn reference. */
 static inline bool mlf_is_huge_zero_pmd(pmd_t pmd)
 {
+#ifdef MLF_HAVE_THP
 	return pmd_present(pmd) &&
 	       READ_ONCE(*mlf_huge_zero_pfn) == pmd_pfn(pmd);
+#else
+	return false;
+#endif
 }
 
 static inline struct folio *mlf_pmd_folio(pmd_t pmd)

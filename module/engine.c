@@ -597,7 +597,7 @@ static void mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
 	mlf_drain_once(c);
 	b = mlf_batch_get();
 	mlf_note_cpu(c);
-	b = mlf_folio_op(c, b, mlf_pmd_folio(val), addr & HPAGE_PMD_MASK);
+	b = mlf_folio_op(c, b, mlf_pmd_folio(val), addr & PMD_MASK);
 	mlf_acct_flush(c);
 	mlf_batch_put(b, c->mode != MLF_EAGER);
 	mlf_kernel_drain(c);

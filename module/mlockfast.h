@@ -63,7 +63,7 @@ struct mlf_batch;
 
 int mlf_batch_init(void);
 void mlf_batch_exit(void);
-/* get/put bracket pushes: this CPU's batch, locked, preemption off. */
+/* get/put bracket pushes: this CPU's batch, locked, the task pinned. */
 struct mlf_batch *mlf_batch_get(void);
 void mlf_batch_put(struct mlf_batch *b, bool deferred);
 bool mlf_batch_push(struct mlf_batch *b, struct folio *folio,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "kselftest_harness.h"
@@ -532,6 +533,68 @@ DIFF_TEST(brk_with_future)
 	diff_ret(log, "unlockall", p->unlockall());
 	diff_note(log, "VmLck %ld", status_kb("VmLck"));
 	diff_note(log, "brk back %d", brk(cur));
+}
+
+/*
+ * A real-time program's start: mlockall(MCL_CURRENT | MCL_FUTURE), then it
+ * expects to take no page fault at all, major or minor, in memory it had
+ * before the call or mapped after it.  In a child, through @p; its exit
+ * status: 0, or which part faulted.
+ */
+static int rt_start_faults(const struct path_ops *p)
+{
+	const size_t len = 8UL << 20;
+	char *before = mmap(NULL, len, RW, ANON, -1, 0), *after;
+	int fd = open("/proc/self/exe", O_RDONLY);
+	char *file = fd < 0 ? MAP_FAILED :
+		     mmap(NULL, 16 * PAGE, PROT_READ, MAP_PRIVATE, fd, 0);
+	volatile char sink = 0;
+	struct rusage r0, r1;
+
+	if (before == MAP_FAILED || file == MAP_FAILED)
+		return 90;
+	before[0] = 1;	/* one page present, the rest not */
+	if (p->lockall(MCL_CURRENT | MCL_FUTURE))
+		return 91;
+	after = mmap(NULL, len, RW, ANON, -1, 0);
+	if (after == MAP_FAILED)
+		return 92;
+	getrusage(RUSAGE_SELF, &r0);
+	for (size_t i = 0; i < len; i += PAGE) {
+		before[i] = 2;
+		after[i] = 3;
+	}
+	for (size_t i = 0; i < 16 * PAGE; i += PAGE)
+		sink += file[i];
+	getrusage(RUSAGE_SELF, &r1);
+	(void)sink;
+	if (r1.ru_majflt != r0.ru_majflt)
+		return 93;
+	if (r1.ru_minflt != r0.ru_minflt)
+		return 94;
+	return p->unlockall() ? 95 : 0;
+}
+
+TEST(rt_start_no_faults_after_lockall)
+{
+	long mlocked0 = meminfo_kb("Mlocked");
+
+	ASSERT_LE(0, mlf_fd());
+	for (int i = 0; i < diff_npaths; i++) {
+		int st = 0;
+		pid_t pid = fork();
+
+		ASSERT_LE(0, pid);
+		if (!pid)
+			_exit(rt_start_faults(&diff_paths[i]));
+		ASSERT_EQ(pid, waitpid(pid, &st, 0));
+		EXPECT_TRUE(WIFEXITED(st));
+		/* 93: a major fault, 94: a minor one, others: setup */
+		EXPECT_EQ(0, WEXITSTATUS(st))
+			TH_LOG("%s: exit %d", diff_paths[i].name, WEXITSTATUS(st));
+	}
+	drain_everything();
+	EXPECT_EQ(mlocked0, meminfo_kb("Mlocked"));
 }
 
 TEST_HARNESS_MAIN
