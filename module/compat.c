@@ -31,15 +31,20 @@ DEFINE_STATIC_CALL_NULL(mlf_sc_sys_munlock, mlf_proto_syscall);
 DEFINE_STATIC_CALL_NULL(mlf_sc_sys_mlockall, mlf_proto_syscall);
 DEFINE_STATIC_CALL_NULL(mlf_sc_sys_munlockall, mlf_proto_syscall);
 DEFINE_STATIC_CALL_NULL(mlf_sc_mlock_drain_local, mlf_proto_mlock_drain_local);
-#ifdef MLF_SERIES_6_1
-DEFINE_STATIC_CALL_NULL(mlf_sc_munlock_page, mlf_proto_munlock_page);
-DEFINE_STATIC_CALL_NULL(mlf_sc_vma_merge, mlf_proto_vma_merge);
-DEFINE_STATIC_CALL_NULL(mlf_sc_split_vma, mlf_proto_split_vma);
-#else
+#ifdef MLF_HAVE_MUNLOCK_FOLIO
 DEFINE_STATIC_CALL_NULL(mlf_sc_munlock_folio, mlf_proto_munlock_folio);
+#else
+DEFINE_STATIC_CALL_NULL(mlf_sc_munlock_page, mlf_proto_munlock_page);
+#endif
+#ifdef MLF_PTE_TABLES_MAY_VANISH
 DEFINE_STATIC_CALL_NULL(mlf_sc_pte_offset_map_lock,
 			mlf_proto_pte_offset_map_lock);
+#endif
+#ifdef MLF_HAVE_VMA_MODIFY_FLAGS
 DEFINE_STATIC_CALL_NULL(mlf_sc_vma_modify_flags, mlf_proto_vma_modify_flags);
+#else
+DEFINE_STATIC_CALL_NULL(mlf_sc_vma_merge, mlf_proto_vma_merge);
+DEFINE_STATIC_CALL_NULL(mlf_sc_split_vma, mlf_proto_split_vma);
 #endif
 
 #ifdef MLF_HAVE_THP
@@ -70,16 +75,20 @@ static const struct mlf_func mlf_funcs[] = {
 	MLF_FUNC(sys_munlock, "__x64_sys_munlock"),
 	MLF_FUNC(sys_mlockall, "__x64_sys_mlockall"),
 	MLF_FUNC(sys_munlockall, "__x64_sys_munlockall"),
-#ifdef MLF_SERIES_6_1
-	MLF_FUNC(mlock_drain_local, "mlock_page_drain_local"),
+	MLF_FUNC(mlock_drain_local, MLF_MLOCK_DRAIN_LOCAL),
+#ifdef MLF_HAVE_MUNLOCK_FOLIO
+	MLF_FUNC(munlock_folio, "munlock_folio"),
+#else
 	MLF_FUNC(munlock_page, "munlock_page"),
+#endif
+#ifdef MLF_PTE_TABLES_MAY_VANISH
+	MLF_FUNC(pte_offset_map_lock, "__pte_offset_map_lock"),
+#endif
+#ifdef MLF_HAVE_VMA_MODIFY_FLAGS
+	MLF_FUNC(vma_modify_flags, "vma_modify_flags"),
+#else
 	MLF_FUNC(vma_merge, "vma_merge"),
 	MLF_FUNC(split_vma, "split_vma"),
-#else
-	MLF_FUNC(mlock_drain_local, "mlock_drain_local"),
-	MLF_FUNC(munlock_folio, "munlock_folio"),
-	MLF_FUNC(pte_offset_map_lock, "__pte_offset_map_lock"),
-	MLF_FUNC(vma_modify_flags, "vma_modify_flags"),
 #endif
 };
 
@@ -203,7 +212,7 @@ bool mlf_vma_lockable(struct vm_area_struct *vma)
 	       (!vma_is_dax(vma) && !mlf_call(vma_is_secretmem)(vma));
 }
 
-#ifdef MLF_SERIES_6_1
+#ifndef MLF_MLOCK_LARGE_FOLIOS
 unsigned int mlf_pte_folio_step(struct folio *folio, struct vm_area_struct *vma,
 				pte_t *pte, unsigned long addr,
 				unsigned long start, unsigned long end,
@@ -389,7 +398,7 @@ static __always_inline unsigned int mlf_leaf_sides(const struct ma_state *mas,
 	struct maple_range_64 *leaf;
 	unsigned int sides = 0;
 
-#ifdef MLF_SERIES_6_12
+#ifdef MLF_MAS_HAS_STATUS
 	if (mas->status != ma_active)
 		return 0;
 #endif
@@ -550,7 +559,7 @@ static void *mlf_tree_walk(struct ma_state *mas)
 		mas->min = min;
 		mas->max = max;
 		mas->depth = 1;
-#ifdef MLF_SERIES_6_12
+#ifdef MLF_MAS_HAS_STATUS
 		mas->status = ma_active;
 		mas->end = end;
 #endif
@@ -610,7 +619,7 @@ static void mlf_fixup_in_place(struct vm_area_struct *vma, unsigned long start,
 	mlf_fixup_pages(vma, start, end, oldflags, newflags, ctx);
 }
 
-#ifdef MLF_SERIES_6_1
+#ifndef MLF_HAVE_VMA_MODIFY_FLAGS
 /* mlock_fixup() of 6.1; *prev is left at the VMA now covering the piece. */
 static int mlf_fixup(struct ma_state *mas, struct vm_area_struct *vma,
 		     struct vm_area_struct **prev, unsigned long start,
@@ -723,7 +732,7 @@ void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, void *ctx)
 		cond_resched();
 	}
 }
-#else
+#else /* MLF_HAVE_VMA_MODIFY_FLAGS */
 /* mlock_fixup() of 6.12; on error *prev is an ERR_PTR, as there. */
 static int mlf_fixup(struct vma_iterator *vmi, struct vm_area_struct *vma,
 		     struct vm_area_struct **prev, unsigned long start,
@@ -872,4 +881,4 @@ void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, void *ctx)
 		cond_resched();
 	}
 }
-#endif
+#endif /* MLF_HAVE_VMA_MODIFY_FLAGS */

@@ -17,14 +17,47 @@
 #include <linux/huge_mm.h>
 #include <linux/static_call.h>
 
+/*
+ * The kernel differences, each named after what it stands for.  The series
+ * blocks below are the one table of them and the only place a series is
+ * named: a new series is a block that says which it has.
+ *
+ * MLF_HAVE_VMA_MODIFY_FLAGS	vma_modify_flags() merges or splits a VMA
+ *				for new flags (6.12); else vma_merge() and
+ *				split_vma() (6.1)
+ * MLF_HAVE_MUNLOCK_FOLIO	munlock_folio(); else munlock_page()
+ * MLF_MLOCK_DRAIN_LOCAL	the kernel's "drain this CPU's mlock batch"
+ * MLF_PTE_TABLES_MAY_VANISH	khugepaged frees a file VMA's page tables
+ *				holding no mmap_lock, so they are mapped the
+ *				kernel's way, __pte_offset_map_lock() (6.12)
+ * MLF_HAVE_PTDESC		a page table's lock is in its struct ptdesc
+ * MLF_MAS_HAS_STATUS		struct ma_state has status and end (6.12)
+ * MLF_VMA_FLAGS_NEED_WRITE_LOCK a VMA's flags change through vm_flags_*()
+ *				after vma_start_write() (per-VMA locks, 6.12)
+ * MLF_MLOCK_LARGE_FOLIOS	mlock acts on pte-mapped large folios (6.12:
+ *				locks one the range maps whole, unlocks any);
+ *				else it leaves them alone (6.1)
+ * MLF_HAVE_MM_LOCK_SEQ		mm->mm_lock_seq counts the mmap_lock's write
+ *				holds (6.12, with CONFIG_PER_VMA_LOCK)
+ */
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 1, 0) && \
 	LINUX_VERSION_CODE < KERNEL_VERSION(6, 2, 0)
-#define MLF_SERIES_6_1 1
 #define MLF_SERIES "6.1"
+#define MLF_MLOCK_DRAIN_LOCAL	"mlock_page_drain_local"
 #elif LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0) && \
 	LINUX_VERSION_CODE < KERNEL_VERSION(6, 13, 0)
-#define MLF_SERIES_6_12 1
 #define MLF_SERIES "6.12"
+#define MLF_HAVE_VMA_MODIFY_FLAGS 1
+#define MLF_HAVE_MUNLOCK_FOLIO 1
+#define MLF_MLOCK_DRAIN_LOCAL	"mlock_drain_local"
+#define MLF_PTE_TABLES_MAY_VANISH 1
+#define MLF_HAVE_PTDESC 1
+#define MLF_MAS_HAS_STATUS 1
+#define MLF_VMA_FLAGS_NEED_WRITE_LOCK 1
+#define MLF_MLOCK_LARGE_FOLIOS 1
+#ifdef CONFIG_PER_VMA_LOCK
+#define MLF_HAVE_MM_LOCK_SEQ 1
+#endif
 #else
 #error "mlockfast supports the 6.1 and 6.12 kernel series only (see README)"
 #endif
@@ -98,14 +131,34 @@ DECLARE_STATIC_CALL(mlf_sc_sys_munlock, mlf_proto_syscall);
 DECLARE_STATIC_CALL(mlf_sc_sys_mlockall, mlf_proto_syscall);
 DECLARE_STATIC_CALL(mlf_sc_sys_munlockall, mlf_proto_syscall);
 
-/* mlock_page_drain_local on 6.1, mlock_drain_local on 6.12 */
+/* MLF_MLOCK_DRAIN_LOCAL */
 void mlf_proto_mlock_drain_local(void);
 DECLARE_STATIC_CALL(mlf_sc_mlock_drain_local, mlf_proto_mlock_drain_local);
 
-#ifdef MLF_SERIES_6_1
+#ifdef MLF_HAVE_MUNLOCK_FOLIO
+void mlf_proto_munlock_folio(struct folio *folio);
+DECLARE_STATIC_CALL(mlf_sc_munlock_folio, mlf_proto_munlock_folio);
+#else
 void mlf_proto_munlock_page(struct page *page);
 DECLARE_STATIC_CALL(mlf_sc_munlock_page, mlf_proto_munlock_page);
+#endif
 
+#ifdef MLF_PTE_TABLES_MAY_VANISH
+/* __pte_offset_map_lock */
+pte_t *mlf_proto_pte_offset_map_lock(struct mm_struct *mm, pmd_t *pmd,
+				     unsigned long addr, spinlock_t **ptlp);
+DECLARE_STATIC_CALL(mlf_sc_pte_offset_map_lock,
+		    mlf_proto_pte_offset_map_lock);
+#endif
+
+#ifdef MLF_HAVE_VMA_MODIFY_FLAGS
+struct vm_area_struct *
+mlf_proto_vma_modify_flags(struct vma_iterator *vmi,
+			   struct vm_area_struct *prev,
+			   struct vm_area_struct *vma, unsigned long start,
+			   unsigned long end, unsigned long new_flags);
+DECLARE_STATIC_CALL(mlf_sc_vma_modify_flags, mlf_proto_vma_modify_flags);
+#else
 struct vm_area_struct *
 mlf_proto_vma_merge(struct mm_struct *mm, struct vm_area_struct *prev,
 		    unsigned long addr, unsigned long end,
@@ -118,22 +171,6 @@ DECLARE_STATIC_CALL(mlf_sc_vma_merge, mlf_proto_vma_merge);
 int mlf_proto_split_vma(struct mm_struct *mm, struct vm_area_struct *vma,
 			unsigned long addr, int new_below);
 DECLARE_STATIC_CALL(mlf_sc_split_vma, mlf_proto_split_vma);
-#else
-void mlf_proto_munlock_folio(struct folio *folio);
-DECLARE_STATIC_CALL(mlf_sc_munlock_folio, mlf_proto_munlock_folio);
-
-/* __pte_offset_map_lock */
-pte_t *mlf_proto_pte_offset_map_lock(struct mm_struct *mm, pmd_t *pmd,
-				     unsigned long addr, spinlock_t **ptlp);
-DECLARE_STATIC_CALL(mlf_sc_pte_offset_map_lock,
-		    mlf_proto_pte_offset_map_lock);
-
-struct vm_area_struct *
-mlf_proto_vma_modify_flags(struct vma_iterator *vmi,
-			   struct vm_area_struct *prev,
-			   struct vm_area_struct *vma, unsigned long start,
-			   unsigned long end, unsigned long new_flags);
-DECLARE_STATIC_CALL(mlf_sc_vma_modify_flags, mlf_proto_vma_modify_flags);
 #endif
 
 #define mlf_call(name) static_call(mlf_sc_##name)
@@ -191,10 +228,10 @@ static inline void mlf_kernel_mlock(struct folio *folio)
 static inline void mlf_kernel_munlock(struct folio *folio)
 {
 	mlf_rt_assert_sleepable();
-#ifdef MLF_SERIES_6_1
-	mlf_call(munlock_page)(&folio->page);
-#else
+#ifdef MLF_HAVE_MUNLOCK_FOLIO
 	mlf_call(munlock_folio)(folio);
+#else
+	mlf_call(munlock_page)(&folio->page);
 #endif
 }
 
@@ -217,15 +254,6 @@ static __always_inline unsigned long mlf_pmd_val(pmd_t pmd)
 	if (cpu_feature_enabled(X86_FEATURE_XENPV))
 		return pmd_val(pmd);
 	return native_pmd_val(pmd);
-}
-
-static inline pte_t mlf_ptep_get(pte_t *pte)
-{
-#ifdef MLF_SERIES_6_1
-	return READ_ONCE(*pte);
-#else
-	return ptep_get(pte);
-#endif
 }
 
 /*
@@ -263,7 +291,7 @@ static inline pte_t *mlf_pte_map_lock(struct vm_area_struct *vma, pmd_t *pmd,
 {
 	unsigned long val = mlf_pmd_val(READ_ONCE(*pmd)), pfn;
 
-#ifdef MLF_SERIES_6_12
+#ifdef MLF_PTE_TABLES_MAY_VANISH
 	/* (a present table, not a huge page: anything else, ask the kernel) */
 	if (!vma_is_anonymous(vma) ||
 	    (val & (_PAGE_PRESENT | _PAGE_PSE)) != _PAGE_PRESENT)
@@ -271,10 +299,12 @@ static inline pte_t *mlf_pte_map_lock(struct vm_area_struct *vma, pmd_t *pmd,
 						     ptl);
 #endif
 	pfn = (val & PTE_PFN_MASK) >> PAGE_SHIFT;
-#ifdef MLF_SERIES_6_1
-	*ptl = ptlock_ptr(pfn_to_page(pfn));
-#else
+#ifdef MLF_HAVE_PTDESC
 	*ptl = ptlock_ptr(page_ptdesc(pfn_to_page(pfn)));
+#else
+	*ptl = ptlock_ptr(pfn_to_page(pfn));
+#endif
+#ifdef MLF_PTE_TABLES_MAY_VANISH
 	rcu_read_lock();	/* as pte_offset_map(): pte_unmap() ends it */
 #endif
 	spin_lock(*ptl);
@@ -339,19 +369,16 @@ bool mlf_vma_lockable(struct vm_area_struct *vma);
 static inline void mlf_vma_set_flags(struct vm_area_struct *vma,
 				     vm_flags_t flags)
 {
-#ifdef MLF_SERIES_6_1
-	WRITE_ONCE(vma->vm_flags, flags);
-#else
+#ifdef MLF_VMA_FLAGS_NEED_WRITE_LOCK
 	vma_start_write(vma);
 	vm_flags_reset_once(vma, flags);
+#else
+	WRITE_ONCE(vma->vm_flags, flags);
 #endif
 }
 
-#ifdef MLF_SERIES_6_1
-#define MLF_VM_LOCKED_CLEAR_MASK	VM_LOCKED_CLEAR_MASK
-#else
-#define MLF_VM_LOCKED_CLEAR_MASK	(~VM_LOCKED_MASK)
-#endif
+/* 6.1's VM_LOCKED_CLEAR_MASK, 6.12's ~VM_LOCKED_MASK */
+#define MLF_VM_LOCKED_CLEAR_MASK	(~(VM_LOCKED | VM_LOCKONFAULT))
 
 /*
  * The VMA half of mlock_fixup for one VMA piece: merge or split @vma so that
@@ -374,7 +401,7 @@ void mlf_skip_pages(void *ctx, struct vm_area_struct *vma,
  * says how).  Kept in the mm's state and used with the mmap_lock held for
  * writing.
  */
-#if defined(MLF_SERIES_6_12) && defined(CONFIG_PER_VMA_LOCK)
+#ifdef MLF_HAVE_MM_LOCK_SEQ
 #define MLF_VMA_CACHE 1
 #endif
 

@@ -519,7 +519,7 @@ mlf_lock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 	if (runs && *rend != addr && c->nr_runs == ARRAY_SIZE(c->runs))
 		return addr;
 	for (; addr != end; pte++, addr += PAGE_SIZE) {
-		struct page *page = mlf_plain_page(mlf_ptep_get(pte), cow);
+		struct page *page = mlf_plain_page(ptep_get(pte), cow);
 		unsigned long flags;
 
 		if (!page || PageTail(page))
@@ -554,7 +554,7 @@ mlf_unlock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 	long n = 0;
 
 	for (; addr != end; pte++, addr += PAGE_SIZE) {
-		struct page *page = mlf_plain_page(mlf_ptep_get(pte), false);
+		struct page *page = mlf_plain_page(ptep_get(pte), false);
 		unsigned long flags;
 
 		if (!page || PageTail(page))
@@ -614,7 +614,7 @@ static void mlf_pay_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 			 unsigned long end)
 {
 	for (; addr != end; pte++, addr += PAGE_SIZE) {
-		pte_t ptent = mlf_ptep_get(pte);
+		pte_t ptent = ptep_get(pte);
 		struct folio *folio;
 
 		if (!pte_present(ptent))
@@ -693,7 +693,7 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 			mlf_drain_once(c);
 			b = mlf_batch_get();
 		}
-		ptent = mlf_ptep_get(pte);
+		ptent = ptep_get(pte);
 		if (!pte_present(ptent)) {
 			if (populates)
 				mlf_need_populate(c, addr, addr + PAGE_SIZE);
