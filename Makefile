@@ -13,6 +13,8 @@
 #   make stress           the stress test alone, STRESS_S seconds (default an
 #                         hour) per supported kernel, in QEMU
 #   make style            checkpatch.pl (from linux-source) on the kernel code
+#   make deb              the Debian packages in build/deb/ (see below)
+#   make check-packages   the packages built, installed, tested and purged
 #
 PACKAGE := mlockfast
 VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
@@ -125,17 +127,23 @@ INCLUDEDIR ?= $(PREFIX)/include
 LIB_SONAME := libmlockfast.so.1
 LIB_SRC := $(wildcard lib/*.c)
 LIB_H := lib/internal.h lib/include/mlockfast.h include/uapi/linux/mlockfast.h
-# Dynamic programs find libmlockfast.so.1 next to them (build/bin, the guest's /usr/local/bin).
-DYN_LDFLAGS := -pthread -ldl -Wl,-rpath,'$$ORIGIN'
+# Dynamic programs find libmlockfast.so.1 next to them (build/bin, the guest's
+# /usr/local/bin); packaged ones (TOOL_RPATH=) in the system's library path.
+TOOL_RPATH ?= -Wl,-rpath,'$$ORIGIN'
+DYN_LDFLAGS = -pthread -ldl $(TOOL_RPATH) $(LDFLAGS)
 DYN_TESTS := $(BIN)/mlockfast_preload_test $(BIN)/mlockfast_lib_test
 LIB_TARGETS := $(BIN)/$(LIB_SONAME) $(BIN)/libmlockfast.so $(BUILD)/mlockfast.pc \
 	$(BIN)/mlf-preload-calls $(DYN_TESTS)
 userspace: $(LIB_TARGETS)
 
+# What the packages ship, without the tests (no linux-source needed).
+libmlockfast: $(BIN)/$(LIB_SONAME) $(BIN)/libmlockfast.so $(BUILD)/mlockfast.pc
+tools: $(TOOLS)
+
 $(BIN)/$(LIB_SONAME): $(LIB_SRC) $(LIB_H)
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -fPIC -fvisibility=hidden -shared -Wl,-soname,$(LIB_SONAME) \
-		-Wl,-z,defs -o $@ $(LIB_SRC) -pthread -ldl
+		-Wl,-z,defs -o $@ $(LIB_SRC) -pthread -ldl $(LDFLAGS)
 
 $(BIN)/libmlockfast.so: $(BIN)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $@
@@ -177,6 +185,22 @@ uninstall-lib:
 	-test -n "$(DESTDIR)" || ldconfig
 # ---- end libmlockfast ----
 
+# ---- Debian packages (debian/, test/pkg/) ----
+#   make deb              mlockfast-dkms, libmlockfast1, libmlockfast-dev and
+#                         mlockfast-tools in build/deb/, lintian-clean
+#   make check-packages   build them, install them with apt, test them (DKMS
+#                         on every supported kernel, a guest of 6.1 and of
+#                         6.12 with the packaged module, tools and library),
+#                         purge them and check that nothing is left
+DEB_DIR := $(BUILD)/deb
+deb:
+	test/pkg/deps
+	test/pkg/build-debs $(DEB_DIR)
+
+check-packages: deb userspace
+	test/pkg/check-packages $(DEB_DIR) '$(SUPPORTED_RE)'
+# ---- end Debian packages ----
+
 # DKMS builds from a clean copy of exactly what the module needs.
 dkms-source:
 	rm -rf $(DKMS_SRC)
@@ -208,6 +232,7 @@ check: deps
 	$(MAKE) userspace
 	$(MAKE) install
 	test/check
+	$(MAKE) check-packages
 
 # The main job: test_mlock's A/B in a guest of the default kernel, all host
 # CPUs as vCPUs.  Legacy mode (pre-4.15 mlock: a drain queued and waited for
@@ -257,6 +282,6 @@ build-all:
 
 clean:
 	-$(MAKE) -C module KVER=$(KERNELRELEASE) clean
-	rm -rf $(BIN) $(BUILD)/mlockfast.pc $(BUILD)/kselftest $(BUILD)/kst $(BUILD)/checkpatch $(BUILD)/logs
+	rm -rf $(BIN) $(BUILD)/deb $(BUILD)/mlockfast.pc $(BUILD)/kselftest $(BUILD)/kst $(BUILD)/checkpatch $(BUILD)/logs
 
-.PHONY: all module userspace dkms-source install uninstall install-lib uninstall-lib deps check ab report stress style build-all clean
+.PHONY: all module userspace libmlockfast tools deb check-packages dkms-source install uninstall install-lib uninstall-lib deps check ab report stress style build-all clean
