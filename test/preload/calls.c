@@ -21,7 +21,8 @@
  *
  * libmlockfast.so.1 is always loaded, RTLD_LOCAL when not preloaded (no
  * interposing then): mlockall locks every mapping, so both runs must map
- * the same libraries for VmLck and Mlocked to compare.
+ * the same libraries for VmLck and Mlocked to compare.  MLF_CALLS_LIB names
+ * the file, when the preloaded one is not the one beside the program.
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -376,8 +377,10 @@ static int drop_to(const char *spec)
 
 int main(int argc, char **argv)
 {
+	const char *lib = getenv("MLF_CALLS_LIB");
+
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (!dlopen("libmlockfast.so.1", RTLD_NOW | RTLD_LOCAL)) {
+	if (!dlopen(lib && *lib ? lib : "libmlockfast.so.1", RTLD_NOW | RTLD_LOCAL)) {
 		fprintf(stderr, "mlf-preload-calls: %s\n", dlerror());
 		return 2;
 	}
