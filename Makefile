@@ -13,6 +13,7 @@
 #   make stress           the stress test alone, STRESS_S seconds (default an
 #                         hour) per supported kernel, in QEMU
 #   make style            checkpatch.pl (from linux-source) on the kernel code
+#   make preload-cost     instructions per exec that preloading libmlockfast costs
 #   make deb              the Debian packages in build/deb/ (see below)
 #   make check-packages   the packages built, installed, tested and purged
 #
@@ -174,6 +175,21 @@ $(BIN)/mlockfast_lib_test: test/selftests/mlockfast_lib_test.c $(BIN)/libmlockfa
 	$(CC) $(USER_CFLAGS) -Ilib/include -Itest/selftests/lib -o $@ $< $(TEST_LIB) \
 		-L$(BIN) -lmlockfast $(DYN_LDFLAGS)
 
+# What preloading the library costs a program that never calls mlock: a
+# do-nothing dynamic program exec'd 300 times in an --icount guest (ns are
+# instructions), without and with LD_PRELOAD.  The installed module, or
+# MLOCKFAST_KO=...; the second pair runs with the module unloaded.
+PRELOAD_COST_KERNEL ?= $(lastword $(shell ls /lib/modules 2>/dev/null | grep -E '^6\.1\.[0-9]+-[0-9]+-amd64$$' | sort -V))
+preload-cost: $(BIN)/$(LIB_SONAME) test/preload/exec-cost.c
+	@mkdir -p $(BUILD)/preload-cost
+	$(CC) $(USER_CFLAGS) -static -o $(BUILD)/preload-cost/mlf-exec-cost test/preload/exec-cost.c
+	printf 'int main(void) { return 0; }\n' | $(CC) -O2 -x c -o $(BUILD)/preload-cost/nop -
+	test/vm/run --kernel $(PRELOAD_COST_KERNEL) --icount --add $(BUILD)/preload-cost -- sh -c '\
+		cd /extra/preload-cost && L=/usr/local/bin/$(LIB_SONAME) && \
+		./mlf-exec-cost 300 ./nop && LD_PRELOAD=$$L ./mlf-exec-cost 300 ./nop && \
+		rmmod mlockfast && echo "# without the module:" && \
+		./mlf-exec-cost 300 ./nop && LD_PRELOAD=$$L ./mlf-exec-cost 300 ./nop'
+
 install-lib: $(BIN)/$(LIB_SONAME) $(BUILD)/mlockfast.pc
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/linux
 	install -m 0755 $(BIN)/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/
@@ -289,4 +305,4 @@ clean:
 	-$(MAKE) -C module KVER=$(KERNELRELEASE) clean
 	rm -rf $(BIN) $(BUILD)/deb $(BUILD)/mlockfast.pc $(BUILD)/kselftest $(BUILD)/kst $(BUILD)/checkpatch $(BUILD)/logs
 
-.PHONY: all module userspace libmlockfast tools deb check-packages dkms-source install uninstall install-lib uninstall-lib deps check ab report stress style build-all clean
+.PHONY: all module userspace libmlockfast tools preload-cost deb check-packages dkms-source install uninstall install-lib uninstall-lib deps check ab report stress style build-all clean
