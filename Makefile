@@ -303,6 +303,6 @@ build-all:
 
 clean:
 	-$(MAKE) -C module KVER=$(KERNELRELEASE) clean
-	rm -rf $(BIN) $(BUILD)/deb $(BUILD)/mlockfast.pc $(BUILD)/kselftest $(BUILD)/kst $(BUILD)/checkpatch $(BUILD)/logs
+	rm -rf $(BIN) $(BUILD)/deb $(BUILD)/pkg-test $(BUILD)/preload-cost $(BUILD)/mlockfast.pc $(BUILD)/kselftest $(BUILD)/kst $(BUILD)/checkpatch $(BUILD)/logs
 
 .PHONY: all module userspace libmlockfast tools preload-cost deb check-packages dkms-source install uninstall install-lib uninstall-lib deps check ab report stress style build-all clean
