@@ -25,8 +25,8 @@ static int fallback_range(int lock, uint64_t addr, uint64_t len, unsigned int fl
 	}
 	flags &= ~MLOCKFAST_MODE_MASK;
 	if (lock)
-		return mlf_real.mlock2((const void *)(uintptr_t)addr, len, flags);
-	return mlf_real.munlock((const void *)(uintptr_t)addr, len);
+		return libc_mlock2((const void *)(uintptr_t)addr, len, flags);
+	return libc_munlock((const void *)(uintptr_t)addr, len);
 }
 
 static int range(int lock, const void *addr, size_t len, unsigned int flags)

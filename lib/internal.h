@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* What the API (mlockfast.c) and the interposers (preload.c) share. */
+/* What the API (api.c) and the interposers (preload.c) share. */
 #ifndef MLF_LIB_INTERNAL_H
 #define MLF_LIB_INTERNAL_H
 
@@ -21,19 +21,23 @@ enum mlf_route {
 	MLF_REFUSED,	/* strict mode: -1, errno set */
 };
 
-/* libc's own functions, next after this library in the search order. */
-struct mlf_real {
-	int (*mlock)(const void *, size_t);
-	int (*mlock2)(const void *, size_t, unsigned int);
-	int (*munlock)(const void *, size_t);
-	int (*mlockall)(int);
-	int (*munlockall)(void);
-	long (*syscall)(long, ...);
+/*
+ * libc's own functions, next after this library in the search order, looked
+ * up on first use (a program that never falls back never pays for dlsym).
+ */
+enum mlf_sym {
+	MLF_SYM_MLOCK, MLF_SYM_MLOCK2, MLF_SYM_MUNLOCK, MLF_SYM_MLOCKALL,
+	MLF_SYM_MUNLOCKALL, MLF_SYM_SYSCALL, MLF_SYM_NR,
 };
+void *mlf_libc(enum mlf_sym sym);
+#define libc_mlock	((int (*)(const void *, size_t))mlf_libc(MLF_SYM_MLOCK))
+#define libc_mlock2	((int (*)(const void *, size_t, unsigned int))mlf_libc(MLF_SYM_MLOCK2))
+#define libc_munlock	((int (*)(const void *, size_t))mlf_libc(MLF_SYM_MUNLOCK))
+#define libc_mlockall	((int (*)(int))mlf_libc(MLF_SYM_MLOCKALL))
+#define libc_munlockall	((int (*)(void))mlf_libc(MLF_SYM_MUNLOCKALL))
+#define libc_syscall	((long (*)(long, ...))mlf_libc(MLF_SYM_SYSCALL))
 
-extern struct mlf_real mlf_real;
-
-/* Once per process: environment, libc's functions; idempotent. */
+/* Once per process: the environment; idempotent. */
 void mlf_init(void);
 
 /* MLOCKFAST_MODE as MLOCKFAST_MODE_* bits (0 when unset). */

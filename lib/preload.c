@@ -71,7 +71,7 @@ MLF_EXPORT int mlock(const void *addr, size_t len)
 	int ret = lock(addr, len, 0, &route);
 
 	if (route == MLF_SYSCALL)
-		ret = mlf_real.mlock(addr, len);
+		ret = libc_mlock(addr, len);
 	mlf_trace(route, ret, "mlock(%p, %zu)", addr, len);
 	return ret;
 }
@@ -82,7 +82,7 @@ MLF_EXPORT int mlock2(const void *addr, size_t len, unsigned int flags)
 	int ret = lock(addr, len, flags, &route);
 
 	if (route == MLF_SYSCALL)
-		ret = mlf_real.mlock2(addr, len, flags);
+		ret = libc_mlock2(addr, len, flags);
 	mlf_trace(route, ret, "mlock2(%p, %zu, %#x)", addr, len, flags);
 	return ret;
 }
@@ -93,7 +93,7 @@ MLF_EXPORT int munlock(const void *addr, size_t len)
 	int ret = unlock(addr, len, &route);
 
 	if (route == MLF_SYSCALL)
-		ret = mlf_real.munlock(addr, len);
+		ret = libc_munlock(addr, len);
 	mlf_trace(route, ret, "munlock(%p, %zu)", addr, len);
 	return ret;
 }
@@ -104,7 +104,7 @@ MLF_EXPORT int mlockall(int flags)
 	int ret = lockall(flags, &route);
 
 	if (route == MLF_SYSCALL)
-		ret = mlf_real.mlockall(flags);
+		ret = libc_mlockall(flags);
 	mlf_trace(route, ret, "mlockall(%#x)", flags);
 	return ret;
 }
@@ -115,7 +115,7 @@ MLF_EXPORT int munlockall(void)
 	int ret = unlockall(&route);
 
 	if (route == MLF_SYSCALL)
-		ret = mlf_real.munlockall();
+		ret = libc_munlockall();
 	mlf_trace(route, ret, "munlockall()");
 	return ret;
 }
@@ -154,11 +154,10 @@ MLF_EXPORT long syscall(long number, ...)
 		ret = unlockall(&route);
 		break;
 	default:
-		mlf_init();
-		return mlf_real.syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+		return libc_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 	}
 	if (route == MLF_SYSCALL)
-		ret = mlf_real.syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+		ret = libc_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 	mlf_trace(route, ret, "syscall(%ld, %#lx, %#lx, %#lx)", number, a[0], a[1], a[2]);
 	return ret;
 }

@@ -1,10 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * libmlockfast's device side: the environment, the one descriptor a process
- * opens on first use, sending a request and deciding whether the device
- * answered or the system call must, the counters and the debug lines.
- * The hot path takes no lock and allocates nothing: an acquire load of the
- * descriptor, the ioctl, a relaxed counter increment.
+ * opens at load, sending a request and deciding whether the device answered
+ * or the system call must, the counters and the debug lines.
+ *
+ * The device is opened by the constructor, with the credentials the process
+ * started with, so a program that drops privileges before its first mlock is
+ * still routed (the descriptor grants nothing: every ioctl acts on the
+ * caller's own mm with the caller's current credentials and rlimits).  An
+ * open that failed is tried again only where it can succeed later, and at
+ * most once a second (a vDSO clock read per routed call, no system call).
+ * Load costs one open (and its close at exit); libc's functions are looked
+ * up on the first fallback, not at load.  The hot path takes no lock and
+ * allocates nothing: an acquire load of the descriptor, the ioctl, a relaxed
+ * counter increment.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -17,19 +26,27 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/mlockfast.h>
 #include "internal.h"
 
-struct mlf_real mlf_real;
+/* dev_fd: an open descriptor, or FD_NONE (see retry_at). */
+#define FD_NONE		(-1)
 
-/* dev_fd: an open descriptor, or one of these. */
-#define FD_UNOPENED	(-1)
-#define FD_MISSING	(-2)	/* the open failed for good: always the syscall */
+static atomic_int dev_fd = FD_NONE;
+static atomic_int open_errno;	/* of the last failed open, for strict mode's line */
 
-static atomic_int dev_fd = FD_UNOPENED;
-static atomic_ulong dev_rdev;	/* to tell our descriptor from a reused number */
-static atomic_int open_errno;
+/*
+ * When the device may be opened again after a failed open, in seconds of
+ * CLOCK_MONOTONIC_COARSE: 0 at once, RETRY_NEVER not in this process.
+ * EACCES and EPERM are tried again only under other credentials than those
+ * of the failed open (fail_euid, fail_egid): a privilege drop cannot make an
+ * open succeed, so a dropped process pays nothing per call for it.
+ */
+#define RETRY_NEVER	(-1L)
+static atomic_long retry_at;	/* 0: the constructor has not tried yet */
+static atomic_uint fail_euid, fail_egid;
 
 static struct {
 	int strict, debug, stats;
@@ -101,25 +118,104 @@ static void child_reset(void)
 	atomic_store_explicit(&n_refused, 0, memory_order_relaxed);
 }
 
+static long now_s(void)
+{
+	struct timespec t;
+
+	/* The coarse clock is a vDSO read: no system call. */
+	if (clock_gettime(CLOCK_MONOTONIC_COARSE, &t))
+		return 0;
+	return t.tv_sec;
+}
+
+/* Whether an open that failed with @err may succeed later, and when. */
+static void open_failed(int err)
+{
+	long at;
+
+	switch (err) {
+	case ENOENT:	/* the module is not loaded (yet) */
+	case ENXIO:
+	case ENODEV:
+	case EMFILE:	/* out of descriptors or memory: for now */
+	case ENFILE:
+	case ENOMEM:
+	case EINTR:
+	case EAGAIN:
+	case EACCES:	/* with other credentials only (retry_due) */
+	case EPERM:
+		at = now_s() + 1;
+		break;
+	default:	/* a path that is no device node, read-only, ...: never */
+		at = RETRY_NEVER;
+	}
+	atomic_store(&fail_euid, geteuid());
+	atomic_store(&fail_egid, getegid());
+	atomic_store(&open_errno, err);
+	atomic_store_explicit(&retry_at, at, memory_order_release);
+}
+
+/* Open the device; of two threads racing here, one descriptor is kept. */
+static int fd_open(void)
+{
+	int expected = FD_NONE, fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		open_failed(errno);
+		return FD_NONE;
+	}
+	if (!atomic_compare_exchange_strong(&dev_fd, &expected, fd)) {
+		close(fd);	/* another thread's open won */
+		return expected;
+	}
+	return fd;
+}
+
+/* No descriptor: whether to try the open again now (rarely true). */
+static int retry_due(void)
+{
+	long at = atomic_load_explicit(&retry_at, memory_order_acquire), t;
+	int err;
+
+	if (at == RETRY_NEVER || (t = now_s()) < at)
+		return 0;
+	err = atomic_load(&open_errno);
+	if ((err == EACCES || err == EPERM) && geteuid() == atomic_load(&fail_euid) &&
+	    getegid() == atomic_load(&fail_egid)) {
+		/* Same credentials, same answer: look again in a second. */
+		atomic_store(&retry_at, t + 1);
+		return 0;
+	}
+	/* One thread tries; the others go to the syscall this time. */
+	return atomic_compare_exchange_strong(&retry_at, &at, t + 1);
+}
+
+/*
+ * The program closed our descriptor, or reused its number: forget it (the
+ * number is no longer ours to close) so the next try opens the device again.
+ * Only on a declined request, so the device node's number is looked up here
+ * rather than at load.
+ */
+static int fd_stale(int fd)
+{
+	struct stat st, dev;
+
+	if (!fstat(fd, &st) && S_ISCHR(st.st_mode) && !stat(MLOCKFAST_DEVICE, &dev) &&
+	    st.st_rdev == dev.st_rdev)
+		return 0;
+	if (atomic_compare_exchange_strong(&dev_fd, &fd, FD_NONE))
+		atomic_store_explicit(&retry_at, 0, memory_order_release);
+	return 1;
+}
+
 static void init_once(void)
 {
 	cfg.strict = env_flag("MLOCKFAST_STRICT");
 	cfg.debug = env_flag("MLOCKFAST_DEBUG");
 	cfg.stats = env_flag("MLOCKFAST_STATS");
 	cfg.mode = env_mode_bits();
-	/* RTLD_NEXT: libc's (or the next interposer's), never our own. */
-	mlf_real.mlock = (int (*)(const void *, size_t))dlsym(RTLD_NEXT, "mlock");
-	mlf_real.mlock2 = (int (*)(const void *, size_t, unsigned int))dlsym(RTLD_NEXT, "mlock2");
-	mlf_real.munlock = (int (*)(const void *, size_t))dlsym(RTLD_NEXT, "munlock");
-	mlf_real.mlockall = (int (*)(int))dlsym(RTLD_NEXT, "mlockall");
-	mlf_real.munlockall = (int (*)(void))dlsym(RTLD_NEXT, "munlockall");
-	mlf_real.syscall = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
-	if (!mlf_real.mlock || !mlf_real.mlock2 || !mlf_real.munlock ||
-	    !mlf_real.mlockall || !mlf_real.munlockall || !mlf_real.syscall) {
-		say("libc lacks mlock, mlock2, munlock, mlockall, munlockall or syscall (glibc >= 2.27 needed)");
-		abort();
-	}
-	pthread_atfork(NULL, NULL, child_reset);
+	if (cfg.stats)
+		pthread_atfork(NULL, NULL, child_reset);
 	atomic_store_explicit(&ready, 1, memory_order_release);
 }
 
@@ -135,10 +231,38 @@ unsigned int mlf_env_mode(void)
 	return cfg.mode;
 }
 
-/* Another library's constructor may call mlock first: mlf_init covers it. */
+void *mlf_libc(enum mlf_sym sym)
+{
+	static const char * const names[MLF_SYM_NR] = {
+		"mlock", "mlock2", "munlock", "mlockall", "munlockall", "syscall",
+	};
+	static void *_Atomic fns[MLF_SYM_NR];
+	void *fn = atomic_load_explicit(&fns[sym], memory_order_acquire);
+
+	if (fn)
+		return fn;
+	/* RTLD_NEXT: libc's (or the next interposer's), never our own. */
+	fn = dlsym(RTLD_NEXT, names[sym]);
+	if (!fn) {
+		say("libc lacks %s (glibc >= 2.27 needed)", names[sym]);
+		abort();
+	}
+	atomic_store_explicit(&fns[sym], fn, memory_order_release);
+	return fn;
+}
+
+/*
+ * At load, with the credentials the process started with.  Another
+ * library's constructor may call mlock first: mlf_route opens then.
+ */
 __attribute__((constructor)) static void mlf_ctor(void)
 {
+	int err = errno;
+
 	mlf_init();
+	if (atomic_load(&dev_fd) == FD_NONE && retry_due())
+		fd_open();
+	errno = err;
 }
 
 __attribute__((destructor)) static void mlf_report(void)
@@ -157,46 +281,6 @@ __attribute__((destructor)) static void mlf_report(void)
 			      atomic_load(&n_device[i]));
 	say("pid %d: device%s; syscall %lu; refused %lu", (int)getpid(), buf,
 	    atomic_load(&n_syscall), atomic_load(&n_refused));
-}
-
-/* Open the device; of two threads racing here, one descriptor is kept. */
-static int fd_open(void)
-{
-	int expected = FD_UNOPENED, fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
-	struct stat st;
-
-	if (fd < 0) {
-		int err = errno;
-
-		/* Out of descriptors or memory now is no answer for good. */
-		if (err == EMFILE || err == ENFILE || err == ENOMEM || err == EINTR)
-			return FD_MISSING;
-		atomic_store(&open_errno, err);
-		atomic_compare_exchange_strong(&dev_fd, &expected, FD_MISSING);
-		return expected == FD_UNOPENED ? FD_MISSING : expected;
-	}
-	if (!fstat(fd, &st))
-		atomic_store(&dev_rdev, st.st_rdev);
-	if (!atomic_compare_exchange_strong(&dev_fd, &expected, fd)) {
-		close(fd);	/* another thread's open won */
-		return expected;
-	}
-	return fd;
-}
-
-/*
- * The program closed our descriptor, or reused its number: forget it (the
- * number is no longer ours to close) so the next try opens the device again.
- */
-static int fd_stale(int fd)
-{
-	struct stat st;
-
-	if (!fstat(fd, &st) && S_ISCHR(st.st_mode) &&
-	    st.st_rdev == atomic_load(&dev_rdev))
-		return 0;
-	atomic_compare_exchange_strong(&dev_fd, &fd, FD_UNOPENED);
-	return 1;
 }
 
 /* Errnos that are the ioctl's, never the syscall's: the device declined. */
@@ -224,7 +308,7 @@ enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd, void *arg,
 	for (int tries = 0; tries < 2; tries++) {
 		int fd = atomic_load_explicit(&dev_fd, memory_order_acquire);
 
-		if (fd == FD_UNOPENED)
+		if (fd == FD_NONE && retry_due())
 			fd = fd_open();
 		if (fd < 0)
 			break;
@@ -245,8 +329,10 @@ enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd, void *arg,
 				say("MLOCKFAST_STRICT=1: the device declined a request (%s): failing it with ENOSYS",
 				    strerror(decline));
 			else
-				say("MLOCKFAST_STRICT=1: %s: %s: failing every call with ENODEV",
-				    MLOCKFAST_DEVICE, strerror(atomic_load(&open_errno)));
+				say("MLOCKFAST_STRICT=1: %s: %s: failing %s with ENODEV",
+				    MLOCKFAST_DEVICE, strerror(atomic_load(&open_errno)),
+				    atomic_load(&retry_at) == RETRY_NEVER ? "every call" :
+				    "calls until it can be opened");
 		}
 		atomic_fetch_add_explicit(&n_refused, 1, memory_order_relaxed);
 		*ret = -1;

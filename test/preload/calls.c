@@ -12,20 +12,29 @@
  *   mlf-preload-calls fds       how many descriptors of /dev/mlockfast are open
  *   mlf-preload-calls stale     calls after the program closed the library's
  *                               descriptor and reused its number
+ *   mlf-preload-calls seteuid   mlock as nobody (seteuid), then as root again,
+ *                               with the default RLIMIT_MEMLOCK and with 0
+ *   mlf-preload-calls --as UID:GID[:GID] WHAT
+ *                               WHAT after giving up root for UID, GID and
+ *                               (optionally) one supplementary group: after
+ *                               the library was loaded, before any call
  *
  * libmlockfast.so.1 is always loaded, RTLD_LOCAL when not preloaded (no
  * interposing then): mlockall locks every mapping, so both runs must map
- * the same libraries for VmLck and Mlocked to compare.
+ * the same libraries for VmLck and Mlocked to compare.  MLF_CALLS_LIB names
+ * the file, when the preloaded one is not the one beside the program.
  */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -315,13 +324,75 @@ static int forking(const char *self)
 	return st != 0;
 }
 
+/* A call's result and errno, then VmLck. */
+static void show_errno(const char *what, int ret)
+{
+	printf("%s = %d errno %s VmLck %ld\n", what, ret, ret ? strerror(errno) : "-",
+	       status_kb("VmLck"));
+}
+
+/*
+ * The real test suites' pattern (issue 18's reproduction): root, drop to
+ * nobody for one mlock, back to root for another; the caller's credentials
+ * and RLIMIT_MEMLOCK at each call decide, as for mlock(2).
+ */
+static int seteuid_calls(void)
+{
+	char *p = mmap(NULL, PAGE, RW, ANON | MAP_POPULATE, -1, 0);
+	struct rlimit rl;
+
+	if (p == MAP_FAILED || getrlimit(RLIMIT_MEMLOCK, &rl))
+		return 1;
+	for (int limit0 = 0; limit0 < 2; limit0++) {
+		struct rlimit now = { limit0 ? 0 : rl.rlim_cur, rl.rlim_max };
+
+		if (setrlimit(RLIMIT_MEMLOCK, &now))
+			return 1;
+		printf("RLIMIT_MEMLOCK %s\n", limit0 ? "0" : "default");
+		if (seteuid(NOBODY))
+			return 1;
+		show_errno("as nobody: mlock", mlock(p, PAGE));
+		show_errno("as nobody: munlock", munlock(p, PAGE));
+		if (seteuid(0))
+			return 1;
+		show_errno("as root: mlock", mlock(p, PAGE));
+		show_errno("as root: munlock", munlock(p, PAGE));
+	}
+	return setrlimit(RLIMIT_MEMLOCK, &rl) != 0;
+}
+
+/* --as UID:GID[:GID]: root given up for good (and every capability with it). */
+static int drop_to(const char *spec)
+{
+	unsigned int uid, gid, sup;
+	int n = sscanf(spec, "%u:%u:%u", &uid, &gid, &sup);
+	gid_t groups[1] = { sup };
+
+	if (n < 2 || setgroups(n == 3 ? 1 : 0, groups) || setgid(gid) || setuid(uid)) {
+		fprintf(stderr, "mlf-preload-calls: --as %s: %s\n", spec, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	const char *lib = getenv("MLF_CALLS_LIB");
+
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (!dlopen("libmlockfast.so.1", RTLD_NOW | RTLD_LOCAL)) {
+	if (!dlopen(lib && *lib ? lib : "libmlockfast.so.1", RTLD_NOW | RTLD_LOCAL)) {
 		fprintf(stderr, "mlf-preload-calls: %s\n", dlerror());
 		return 2;
 	}
+	if (argc == 4 && !strcmp(argv[1], "--as")) {
+		if (drop_to(argv[2]))
+			return 2;
+		argv[2] = argv[0];	/* the program, for fork's exec */
+		argv += 2;
+		argc -= 2;
+	}
+	if (argc == 2 && !strcmp(argv[1], "seteuid"))
+		return seteuid_calls();
 	if (argc == 2 && !strcmp(argv[1], "calls"))
 		return calls();
 	if (argc == 2 && !strcmp(argv[1], "threads"))
@@ -334,6 +405,6 @@ int main(int argc, char **argv)
 		printf("exec'd fds %d\n", dev_fds(0));
 		return 0;
 	}
-	fprintf(stderr, "usage: mlf-preload-calls calls|threads|fork|stale|fds\n");
+	fprintf(stderr, "usage: mlf-preload-calls [--as UID:GID[:GID]] calls|threads|fork|stale|fds|seteuid\n");
 	return 2;
 }

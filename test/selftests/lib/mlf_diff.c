@@ -204,7 +204,11 @@ void diff_state(struct diff_log *log, const char *label)
 	}
 	free(smaps);
 	diff_note(log, "VmLck %ld kB", status_kb("VmLck"));
-	diff_note(log, "Mlocked %+ld kB", meminfo_kb("Mlocked") - log->mlocked0);
+	/* Exact only once stat_refresh folds the per-CPU deltas: root only. */
+	if (access("/proc/sys/vm/stat_refresh", W_OK))
+		diff_note(log, "Mlocked (not exact without root)");
+	else
+		diff_note(log, "Mlocked %+ld kB", meminfo_kb("Mlocked") - log->mlocked0);
 }
 
 /*
