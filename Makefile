@@ -251,9 +251,9 @@ deps:
 
 check: deps
 	$(MAKE) userspace
+	$(MAKE) deb
 	$(MAKE) install
-	test/check
-	$(MAKE) check-packages
+	test/check --packages $(DEB_DIR) '$(SUPPORTED_RE)'
 
 # The main job: test_mlock's A/B in a guest of the default kernel, all host
 # CPUs as vCPUs.  Legacy mode (pre-4.15 mlock: a drain queued and waited for
