@@ -14,7 +14,37 @@
 #include <linux/mempolicy.h>
 #include <linux/userfaultfd_k.h>
 #include <linux/mm_inline.h>
+#include <linux/swap.h>
+#include <linux/workqueue.h>
 #include "compat.h"
+
+/*
+ * Where the kernel's own headers declare a function or variable resolved
+ * here, its type and our prototype's must be one: a changed signature is
+ * then a build error, not an oops.  The others (mlock_folio, munlock_*, the
+ * mlock drain, vma_modify_flags, the syscall entry points) are declared in
+ * mm/internal.h, mm/vma.h or nowhere, and were read from each series'
+ * source.
+ */
+static_assert(__same_type(&kallsyms_lookup_name, &mlf_proto_lookup));
+static_assert(__same_type(&__mm_populate, &mlf_proto_mm_populate));
+static_assert(__same_type(&lru_add_drain, &mlf_proto_lru_add_drain));
+static_assert(__same_type(&schedule_on_each_cpu,
+			  &mlf_proto_schedule_on_each_cpu));
+static_assert(__same_type(&vma_is_secretmem, &mlf_proto_vma_is_secretmem));
+#ifdef MLF_HAVE_THP
+static_assert(__same_type(&__pmd_trans_huge_lock,
+			  &mlf_proto_pmd_trans_huge_lock));
+static_assert(__same_type(&huge_zero_pfn, mlf_huge_zero_pfn));
+#endif
+#ifdef MLF_PTE_TABLES_MAY_VANISH
+static_assert(__same_type(&__pte_offset_map_lock,
+			  &mlf_proto_pte_offset_map_lock));
+#endif
+#ifndef MLF_HAVE_VMA_MODIFY_FLAGS
+static_assert(__same_type(&vma_merge, &mlf_proto_vma_merge));
+static_assert(__same_type(&split_vma, &mlf_proto_split_vma));
+#endif
 
 #ifdef MLF_HAVE_THP
 DEFINE_STATIC_CALL_NULL(mlf_sc_pmd_trans_huge_lock,

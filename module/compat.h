@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The compat layer: every difference between the supported kernel series and
+ * The compat layer: every difference between the supported kernels and
  * every kernel symbol the module resolves at load time lives here and in
- * compat.c.  Adding a kernel series means adding a branch here, its symbol
- * list in compat.c and a row in the README's supported-kernels table.
+ * compat.c.  Adding a kernel series means adding a block to the feature
+ * table below, any new symbol to compat.c's list, and a row in the README's
+ * supported-kernels table.
  *
- * The resolved functions are not exported, so a wrong prototype is a crash,
- * not a build error: each prototype below is written for, and gated on, the
- * series it was read from.
+ * The resolved functions are not exported.  Where a kernel header declares
+ * one, compat.c asserts at build time that our prototype is its type; the
+ * others are declared only in mm/internal.h or nowhere, so a wrong prototype
+ * there is a crash, not a build error: each is written for, and gated on,
+ * the feature it was read from.
  */
 #ifndef MLOCKFAST_COMPAT_H
 #define MLOCKFAST_COMPAT_H
