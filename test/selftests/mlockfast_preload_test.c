@@ -19,25 +19,10 @@
 #include <unistd.h>
 #include "kselftest_harness.h"
 #include "mlf_test.h"
+#include "mlf_libcalls.h"
 
 #define OUT	"/tmp/mlf_preload.out"
 #define ERR	"/tmp/mlf_preload.err"
-/* Calls mlf-preload-calls leaves to libc (flags the device does not take). */
-#define LIBC_ONLY_CALLS	5
-
-struct result {
-	int status;
-	char *out, *err;
-};
-
-/* The library's MLOCKFAST_STATS lines, summed over processes. */
-enum { L_LOCK, L_UNLOCK, L_LOCKALL, L_UNLOCKALL, L_LOCKV, L_UNLOCKV, L_DRAIN,
-       L_STATS, L_SYSCALL, L_REFUSED, L_NR };
-struct lib_stats {
-	unsigned long v[L_NR];
-	int lines;
-};
-
 /* mlf-preload-calls @what, preloaded or not, with @env; output captured. */
 static struct result calls(bool preload, const char *env, const char *what)
 {
@@ -48,35 +33,8 @@ static struct result calls(bool preload, const char *env, const char *what)
 		snprintf(pre, sizeof(pre), "LD_PRELOAD=%s/libmlockfast.so", mlf_bindir());
 	r.status = run("env %s %s %s/mlf-preload-calls %s >" OUT " 2>" ERR, pre, env,
 		       mlf_bindir(), what);
-	r.out = read_file(OUT);
-	r.err = read_file(ERR);
-	unlink(OUT);
-	unlink(ERR);
-	if (!r.out)
-		r.out = strdup("");
-	if (!r.err)
-		r.err = strdup("");
+	result_collect(&r, OUT, ERR);
 	return r;
-}
-
-static void result_free(struct result *r)
-{
-	free(r->out);
-	free(r->err);
-}
-
-/* The module's counters through a descriptor of our own, closed at once. */
-static int dev_stats(struct mlockfast_stats *s)
-{
-	int fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC), ret;
-
-	memset(s, 0, sizeof(*s));
-	s->size = sizeof(*s);
-	if (fd < 0)
-		return -1;
-	ret = ioctl(fd, MLOCKFAST_IOC_STATS, s);
-	close(fd);
-	return ret;
 }
 
 /*
@@ -107,66 +65,6 @@ static int default_mode(void)
 	close(fd);
 	return ret ? -1 : (int)(info.default_mode >> MLOCKFAST_MODE_SHIFT) - 1;
 }
-
-/* Apply pending batches so Mlocked and Unevictable can be compared. */
-static void settle(void)
-{
-	int fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
-
-	if (fd >= 0) {
-		ioctl(fd, MLOCKFAST_IOC_DRAIN);
-		close(fd);
-	}
-	run("echo 1 >/proc/sys/vm/compact_memory");
-}
-
-static struct lib_stats lib_stats(const char *err)
-{
-	struct lib_stats s = { { 0 }, 0 };
-	const char *p = err;
-
-	while ((p = strstr(p, ": device lock "))) {
-		unsigned long v[L_NR];
-
-		if (sscanf(p, ": device lock %lu unlock %lu lockall %lu unlockall %lu lockv %lu unlockv %lu drain %lu stats %lu; syscall %lu; refused %lu",
-			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
-			   &v[8], &v[9]) == L_NR) {
-			for (int i = 0; i < L_NR; i++)
-				s.v[i] += v[i];
-			s.lines++;
-		}
-		p++;
-	}
-	return s;
-}
-
-static int count(const char *text, const char *needle)
-{
-	int n = 0;
-
-	for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
-		n++;
-	return n;
-}
-
-/* The first line where a and b differ, for the log. */
-static void show_difference(struct __test_metadata *_metadata, const char *a,
-			    const char *b)
-{
-	int line = 1;
-
-	while (*a && *a == *b) {
-		line += *a == '\n';
-		a++;
-		b++;
-	}
-	TH_LOG("line %d: without '%.*s', with '%.*s'", line, (int)strcspn(a, "\n"),
-	       a, (int)strcspn(b, "\n"), b);
-}
-
-#define EXPECT_SAME(without, with) do {						\
-	EXPECT_EQ(0, strcmp(without, with)) show_difference(_metadata, without, with); \
-} while (0)
 
 /* Mlocked, Unevictable and our VmLck at the start; checked at the end. */
 struct baseline {

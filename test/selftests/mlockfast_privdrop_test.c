@@ -33,14 +33,12 @@
 #include <unistd.h>
 #include "kselftest_harness.h"
 #include "mlf_test.h"
+#include "mlf_libcalls.h"
 
 #define OUT		"/tmp/mlf_privdrop.out"
 #define ERR		"/tmp/mlf_privdrop.err"
 #define RULE_DEFAULT	"/lib/udev/rules.d/60-mlockfast.rules"
 #define GROUP_GID	990
-/* Calls mlf-preload-calls leaves to libc (flags the device does not take). */
-#define LIBC_ONLY_CALLS	5
-
 struct who {
 	const char *name;
 	uid_t uid;
@@ -53,18 +51,6 @@ static const struct who nonmember = { "nobody", NOBODY, NOBODY, false };
 
 /* AT_START: exec'd with @who's credentials; AFTER_LOAD: root at load, then @who. */
 enum when { AT_START, AFTER_LOAD };
-
-struct result {
-	int status;
-	char *out, *err;
-};
-
-static void result_free(struct result *r)
-{
-	free(r->out);
-	free(r->err);
-	r->out = r->err = NULL;
-}
 
 static const char *lib_path(void)
 {
@@ -132,101 +118,14 @@ static struct result calls(const struct who *w, enum when when, bool preload,
 		close(fo);
 	if (fe >= 0)
 		close(fe);
-	r.out = read_file(OUT);
-	r.err = read_file(ERR);
-	unlink(OUT);
-	unlink(ERR);
-	if (!r.out)
-		r.out = strdup("");
-	if (!r.err)
-		r.err = strdup("");
+	result_collect(&r, OUT, ERR);
 	return r;
-}
-
-static int count(const char *text, const char *needle)
-{
-	int n = 0;
-
-	for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
-		n++;
-	return n;
-}
-
-/* The library's MLOCKFAST_STATS lines, summed over processes. */
-enum { L_LOCK, L_UNLOCK, L_LOCKALL, L_UNLOCKALL, L_LOCKV, L_UNLOCKV, L_DRAIN,
-       L_STATS, L_SYSCALL, L_REFUSED, L_NR };
-struct lib_stats {
-	unsigned long v[L_NR];
-	int lines;
-};
-
-static struct lib_stats lib_stats(const char *err)
-{
-	struct lib_stats s = { { 0 }, 0 };
-
-	for (const char *p = err; (p = strstr(p, ": device lock ")); p++) {
-		unsigned long v[L_NR];
-
-		if (sscanf(p, ": device lock %lu unlock %lu lockall %lu unlockall %lu lockv %lu unlockv %lu drain %lu stats %lu; syscall %lu; refused %lu",
-			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
-			   &v[8], &v[9]) == L_NR) {
-			for (int i = 0; i < L_NR; i++)
-				s.v[i] += v[i];
-			s.lines++;
-		}
-	}
-	return s;
 }
 
 static unsigned long routed(const struct lib_stats *l)
 {
 	return l->v[L_LOCK] + l->v[L_UNLOCK] + l->v[L_LOCKALL] + l->v[L_UNLOCKALL];
 }
-
-/* The module's counters through a descriptor of our own, closed at once. */
-static int dev_stats(struct mlockfast_stats *s)
-{
-	int fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC), ret;
-
-	memset(s, 0, sizeof(*s));
-	s->size = sizeof(*s);
-	if (fd < 0)
-		return -1;
-	ret = ioctl(fd, MLOCKFAST_IOC_STATS, s);
-	close(fd);
-	return ret;
-}
-
-/* Apply pending moves so Mlocked and Unevictable can be compared. */
-static void settle(void)
-{
-	int fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
-
-	if (fd >= 0) {
-		ioctl(fd, MLOCKFAST_IOC_DRAIN);
-		close(fd);
-	}
-	run("echo 1 >/proc/sys/vm/compact_memory");
-}
-
-/* The first line where a and b differ, for the log. */
-static void show_difference(struct __test_metadata *_metadata, const char *a,
-			    const char *b)
-{
-	int line = 1;
-
-	while (*a && *a == *b) {
-		line += *a == '\n';
-		a++;
-		b++;
-	}
-	TH_LOG("line %d: without '%.*s', with '%.*s'", line, (int)strcspn(a, "\n"),
-	       a, (int)strcspn(b, "\n"), b);
-}
-
-#define EXPECT_SAME(without, with) do {						\
-	EXPECT_EQ(0, strcmp(without, with)) show_difference(_metadata, without, with); \
-} while (0)
 
 /* GROUP="..." and MODE="..." of the rule's line for the device. */
 static int parse_rule(const char *path, char *group, size_t glen, mode_t *mode)
