@@ -706,6 +706,7 @@ int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
 	vm_flags_t newflags;
 	int error;
 
+	lockdep_assert_held_write(&mm->mmap_lock);	/* VMAs change */
 	end = start + len;
 	if (end < start)
 		return -EINVAL;
@@ -752,6 +753,7 @@ void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, void *ctx)
 	MA_STATE(mas, &mm->mm_mt, 0, 0);
 	struct vm_area_struct *vma, *prev = NULL;
 
+	lockdep_assert_held_write(&mm->mmap_lock);	/* VMAs change */
 	mas_for_each(&mas, vma, ULONG_MAX) {
 		vm_flags_t newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) |
 				      to_add;
@@ -841,6 +843,7 @@ int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
 	vm_flags_t newflags;
 	void *sides[2];
 
+	lockdep_assert_held_write(&mm->mmap_lock);	/* VMAs change */
 	end = start + len;
 	if (end < start)
 		return -EINVAL;
@@ -901,6 +904,7 @@ void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, void *ctx)
 	VMA_ITERATOR(vmi, mm, 0);
 	struct vm_area_struct *vma, *prev = NULL;
 
+	lockdep_assert_held_write(&mm->mmap_lock);	/* VMAs change */
 	for_each_vma(vmi, vma) {
 		vm_flags_t newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) |
 				      to_add;

@@ -831,6 +831,7 @@ void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end)
 	struct mlf_ctx c = { .pay = true };
 	struct vm_area_struct *vma;
 
+	lockdep_assert_held(&mm->mmap_lock);	/* for reading, at least */
 	/* Folios just put back on the LRU show up as such. */
 	mlf_call(lru_add_drain)();
 	for_each_vma_range(vmi, vma, end)
