@@ -309,7 +309,7 @@ static __always_inline void mlf_fixup_pages(struct vm_area_struct *vma,
 					    unsigned long start,
 					    unsigned long end,
 					    vm_flags_t oldflags,
-					    vm_flags_t newflags, void *ctx)
+					    vm_flags_t newflags, struct mlf_ctx *ctx)
 {
 	if ((newflags & VM_LOCKED) && (oldflags & VM_LOCKED)) {
 		/* No page work, and mlocking twice would be wrong. */
@@ -365,7 +365,7 @@ static bool mlf_stays_alone(struct vm_area_struct *vma,
  * populate still visits the part inside the range.
  */
 static void mlf_merged_over(struct vm_area_struct *vma, unsigned long from,
-			    unsigned long to, void *ctx)
+			    unsigned long to, struct mlf_ctx *ctx)
 {
 	if (from < to)
 		mlf_skip_pages(ctx, vma, from, to);
@@ -637,7 +637,7 @@ static bool mlf_walked_alone(const struct ma_state *mas,
 
 /* mlock_fixup() of a piece that neither splits nor merges. */
 static void mlf_fixup_in_place(struct vm_area_struct *vma, unsigned long start,
-			       unsigned long end, vm_flags_t newflags, void *ctx)
+			       unsigned long end, vm_flags_t newflags, struct mlf_ctx *ctx)
 {
 	vm_flags_t oldflags = vma->vm_flags;
 
@@ -653,7 +653,7 @@ static void mlf_fixup_in_place(struct vm_area_struct *vma, unsigned long start,
 /* mlock_fixup() of 6.1; *prev is left at the VMA now covering the piece. */
 static int mlf_fixup(struct ma_state *mas, struct vm_area_struct *vma,
 		     struct vm_area_struct **prev, unsigned long start,
-		     unsigned long end, vm_flags_t newflags, void *ctx)
+		     unsigned long end, vm_flags_t newflags, struct mlf_ctx *ctx)
 {
 	struct mm_struct *mm = vma->vm_mm;
 	vm_flags_t oldflags = vma->vm_flags;
@@ -697,7 +697,7 @@ out:
 
 int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
 		    unsigned long start, unsigned long len, vm_flags_t flags,
-		    void *ctx)
+		    struct mlf_ctx *ctx)
 {
 	MA_STATE(mas, &mm->mm_mt, start, start);
 	unsigned long nstart, end, tmp;
@@ -748,7 +748,7 @@ int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
 	}
 }
 
-void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, void *ctx)
+void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, struct mlf_ctx *ctx)
 {
 	MA_STATE(mas, &mm->mm_mt, 0, 0);
 	struct vm_area_struct *vma, *prev = NULL;
@@ -768,7 +768,7 @@ void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, void *ctx)
 /* mlock_fixup() of 6.12; on error *prev is an ERR_PTR, as there. */
 static int mlf_fixup(struct vma_iterator *vmi, struct vm_area_struct *vma,
 		     struct vm_area_struct **prev, unsigned long start,
-		     unsigned long end, vm_flags_t newflags, void *ctx)
+		     unsigned long end, vm_flags_t newflags, struct mlf_ctx *ctx)
 {
 	vm_flags_t oldflags = vma->vm_flags;
 	int ret = 0;
@@ -835,7 +835,7 @@ static void mlf_vc_keep(struct mlf_vma_cache *vc, struct mm_struct *mm,
 
 int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
 		    unsigned long start, unsigned long len, vm_flags_t flags,
-		    void *ctx)
+		    struct mlf_ctx *ctx)
 {
 	VMA_ITERATOR(vmi, mm, start);
 	unsigned long nstart, end, tmp;
@@ -899,7 +899,7 @@ int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
 	return tmp < end ? -ENOMEM : 0;
 }
 
-void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, void *ctx)
+void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, struct mlf_ctx *ctx)
 {
 	VMA_ITERATOR(vmi, mm, 0);
 	struct vm_area_struct *vma, *prev = NULL;

@@ -392,9 +392,10 @@ static inline void mlf_vma_set_flags(struct vm_area_struct *vma,
  * series, so the loops live in compat.c.  Direct calls: this is every
  * call's path, and an indirect call costs a retpoline.
  */
-void mlf_walk_pages(void *ctx, struct vm_area_struct *vma,
+struct mlf_ctx;	/* the engine's, opaque here */
+void mlf_walk_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
 		    unsigned long start, unsigned long end);
-void mlf_skip_pages(void *ctx, struct vm_area_struct *vma,
+void mlf_skip_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
 		    unsigned long start, unsigned long end);
 
 /*
@@ -423,9 +424,10 @@ struct mlf_vma_cache {
  */
 int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
 		    unsigned long start, unsigned long len, vm_flags_t flags,
-		    void *ctx);
+		    struct mlf_ctx *ctx);
 
 /* As apply_mlockall_flags() for the VMAs: errors are ignored, as there. */
-void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, void *ctx);
+void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add,
+		   struct mlf_ctx *ctx);
 
 #endif /* MLOCKFAST_COMPAT_H */

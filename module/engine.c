@@ -807,11 +807,9 @@ static __always_inline void mlf_walk_range(struct mlf_ctx *c,
 	}
 }
 
-void mlf_walk_pages(void *ctx, struct vm_area_struct *vma,
+void mlf_walk_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
 		    unsigned long start, unsigned long end)
 {
-	struct mlf_ctx *c = ctx;
-
 	if (c->lock && mlf_populates(vma) && !vma_is_accessible(vma))
 		mlf_need_populate(c, start, end);
 	if (!c->lock && c->owner)
@@ -844,11 +842,9 @@ void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end)
 }
 
 /* mlock leaves the VMA as it is, but the syscall still populates it. */
-void mlf_skip_pages(void *ctx, struct vm_area_struct *vma,
+void mlf_skip_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
 		    unsigned long start, unsigned long end)
 {
-	struct mlf_ctx *c = ctx;
-
 	if (c->lock)
 		mlf_need_populate(c, start, end);
 }
