@@ -134,7 +134,7 @@ TOOL_RPATH ?= -Wl,-rpath,'$$ORIGIN'
 DYN_LDFLAGS = -pthread -ldl $(TOOL_RPATH) $(LDFLAGS)
 DYN_TESTS := $(BIN)/mlockfast_preload_test $(BIN)/mlockfast_lib_test
 LIB_TARGETS := $(BIN)/$(LIB_SONAME) $(BIN)/libmlockfast.so $(BUILD)/mlockfast.pc \
-	$(BIN)/mlf-preload-calls $(DYN_TESTS)
+	$(BIN)/mlf-preload-calls $(BIN)/mlf-fork-lock $(BIN)/mlf-real-libs $(DYN_TESTS)
 userspace: $(LIB_TARGETS)
 
 # What the packages ship, without the tests (no linux-source needed).
@@ -162,6 +162,17 @@ $(BUILD)/mlockfast.pc: lib/mlockfast.pc.in dkms.conf
 $(BIN)/mlf-preload-calls: test/preload/calls.c $(TEST_LIB) $(TEST_LIB_H) include/uapi/linux/mlockfast.h
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -Itest/selftests/lib -o $@ $< $(TEST_LIB) $(DYN_LDFLAGS)
+
+# Dynamic, so that LD_PRELOAD routes its children's calls.
+$(BIN)/mlf-fork-lock: test/preload/fork-lock.c
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -o $@ $< $(DYN_LDFLAGS)
+
+# Debian's libsodium and libgcrypt as they are (see the source for why the
+# soname).
+$(BIN)/mlf-real-libs: test/preload/real-libs.c
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -o $@ $< -l:libsodium.so.23 -lgcrypt $(DYN_LDFLAGS)
 
 $(BIN)/mlockfast_preload_test: test/selftests/mlockfast_preload_test.c $(TEST_LIB) $(TEST_LIB_H) \
 		include/uapi/linux/mlockfast.h $(KSELFTEST_HDRS)

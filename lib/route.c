@@ -12,8 +12,10 @@
  * most once a second (a vDSO clock read per routed call, no system call).
  * Load costs one open (and its close at exit); libc's functions are looked
  * up on the first fallback, not at load.  The hot path takes no lock and
- * allocates nothing: an acquire load of the descriptor, the ioctl, a relaxed
- * counter increment.
+ * allocates nothing: an acquire load of the descriptor and the ioctl.  It
+ * writes nothing of ours either (the counters only count for MLOCKFAST_STATS,
+ * and the ioctl is not bound through our GOT), so that a forked child's first
+ * lock does not pay a copy-on-write fault of our data page.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -26,6 +28,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/mlockfast.h>
@@ -56,6 +59,36 @@ static atomic_int ready;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static atomic_ulong n_device[MLF_OP_NR], n_syscall, n_refused;
+
+static void count(atomic_ulong *n)
+{
+	if (cfg.stats)
+		atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
+}
+
+/*
+ * ioctl(2) with no call through our PLT: lazy binding would write our GOT on
+ * a process's first lock, and so copy our data page in every forked child
+ * that locks.  (Binding at load instead costs every exec a lookup.)
+ */
+static int dev_ioctl(int fd, unsigned long cmd, void *arg)
+{
+#ifdef __x86_64__
+	long ret;
+
+	__asm__ volatile ("syscall"
+			  : "=a" (ret)
+			  : "0" ((long)SYS_ioctl), "D" ((long)fd), "S" (cmd), "d" (arg)
+			  : "rcx", "r11", "memory");
+	if (ret < 0 && ret > -4096) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return (int)ret;
+#else
+	return ioctl(fd, cmd, arg);
+#endif
+}
 static atomic_int strict_said;
 
 /* One line on stderr, without stdio (safe in any state, no allocation). */
@@ -312,9 +345,9 @@ enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd, void *arg,
 			fd = fd_open();
 		if (fd < 0)
 			break;
-		*ret = ioctl(fd, cmd, arg) ? -1 : 0;
+		*ret = dev_ioctl(fd, cmd, arg) ? -1 : 0;
 		if (!*ret || !declined(errno, arg_is_user)) {
-			atomic_fetch_add_explicit(&n_device[op], 1, memory_order_relaxed);
+			count(&n_device[op]);
 			if (!*ret)
 				errno = saved;
 			return MLF_DEVICE;
@@ -334,7 +367,7 @@ enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd, void *arg,
 				    atomic_load(&retry_at) == RETRY_NEVER ? "every call" :
 				    "calls until it can be opened");
 		}
-		atomic_fetch_add_explicit(&n_refused, 1, memory_order_relaxed);
+		count(&n_refused);
 		*ret = -1;
 		errno = decline ? ENOSYS : ENODEV;
 		return MLF_REFUSED;
@@ -346,7 +379,7 @@ enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd, void *arg,
 
 void mlf_count_syscall(void)
 {
-	atomic_fetch_add_explicit(&n_syscall, 1, memory_order_relaxed);
+	count(&n_syscall);
 }
 
 void mlf_trace(enum mlf_route route, long ret, const char *fmt, ...)

@@ -355,6 +355,16 @@ static inline struct folio *mlf_pmd_folio(pmd_t pmd)
 }
 
 /*
+ * A number that names @mm for the life of the boot: x86's TLB generation id
+ * (mm->context.ctx_id), never reused and never 0, unlike the mm's address,
+ * which a fork loop's next child usually gets.
+ */
+static inline u64 mlf_mm_id(const struct mm_struct *mm)
+{
+	return mm->context.ctx_id;
+}
+
+/*
  * Which pte-mapped folios mlock acts on differs by series: 6.1 skips every
  * pte-mapped compound page; 6.12 mlocks a large folio only when the range
  * maps all of it, and munlocks it whenever it is met.  Returns how many ptes

@@ -37,7 +37,7 @@ struct mlf_ctx {
 	bool pay;		/* walking to pay runs (mlf_pay_run()) */
 	bool drained;		/* mlf_drain_once() ran */
 	int cpu;
-	struct mlf_mm **cache;	/* the file's cache of ... */
+	struct mlf_file *file;	/* the file, whose cache has ... */
 	struct mlf_mm *owner;	/* ... current->mm's state (mm.c) */
 	unsigned long pop_start, pop_end;	/* what populate must visit */
 	unsigned long pages;
@@ -82,14 +82,14 @@ static __always_inline void mlf_acct(struct mlf_ctx *c, struct folio *folio)
 }
 
 static __always_inline void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode,
-					 bool lock, struct mlf_mm **cache)
+					 bool lock, struct mlf_file *file)
 {
 	/* runs[] is written before it is read: zero only what comes before. */
 	memset(c, 0, offsetof(struct mlf_ctx, runs));
 	c->mode = mode;
 	c->lock = lock;
 	c->cpu = -1;
-	c->cache = cache;
+	c->file = file;
 	c->pop_start = ULONG_MAX;
 	c->zone_id = -1;
 }
@@ -118,7 +118,7 @@ static void mlf_drain_once(struct mlf_ctx *c)
  */
 static __always_inline void mlf_ctx_set_owner(struct mlf_ctx *c)
 {
-	c->owner = mlf_mm_current(c->cache);
+	c->owner = mlf_mm_current(c->file, c->lock);
 	if (c->owner) {
 		c->zone = c->owner->zone;
 		c->zone_id = c->owner->zone_id;
@@ -148,8 +148,12 @@ static __always_inline void mlf_ctx_unlocker(struct mlf_ctx *c)
 static __always_inline void mlf_ctx_owner(struct mlf_ctx *c)
 {
 	mlf_ctx_set_owner(c);
-	if (!c->owner)
-		/* Nothing could void a move left queued: pay before return. */
+	/*
+	 * Nothing could void a move left queued: pay before return
+	 * (mlf_finish()).  Reclaim mode leaves private anon pages to reclaim,
+	 * which needs no owner.
+	 */
+	if (!c->owner && c->mode != MLF_RECLAIM)
 		c->mode = MLF_EAGER;
 }
 
@@ -854,10 +858,11 @@ static void mlf_finish(struct mlf_ctx *c)
 {
 	/*
 	 * Populate will break COW: a queued move's folio reference would make
-	 * the kernel copy a page it could reuse.  Pay the moves first.
+	 * the kernel copy a page it could reuse.  Pay the moves first, and
+	 * those that no owner's notifier would void.
 	 */
 	bool apply = c->mode == MLF_EAGER ||
-		     (c->queued && c->pop_end > c->pop_start);
+		     (c->queued && (!c->owner || c->pop_end > c->pop_start));
 
 	if (c->lock && apply) {
 		if (c->off_lru)
@@ -975,7 +980,7 @@ static int mlf_check_lock(unsigned int flags, vm_flags_t *vmflags)
 	return 0;
 }
 
-static __always_inline int mlf_do_lock(struct mlf_mm **cache,
+static __always_inline int mlf_do_lock(struct mlf_file *file,
 				       enum mlf_mode mode, unsigned long start,
 				       unsigned long len, unsigned int flags)
 {
@@ -988,7 +993,7 @@ static __always_inline int mlf_do_lock(struct mlf_mm **cache,
 	if (ret)
 		return ret;
 	mlf_align(&start, &len);
-	mlf_ctx_init(&c, mode, true, cache);
+	mlf_ctx_init(&c, mode, true, file);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	ret = mlf_lock_range(&c, start, len, vmflags);
@@ -996,12 +1001,12 @@ static __always_inline int mlf_do_lock(struct mlf_mm **cache,
 	return ret ? ret : mlf_populate(&c, 0);
 }
 
-int mlf_lock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
+int mlf_lock(struct mlf_file *file, enum mlf_mode mode, unsigned long start,
 	     unsigned long len, unsigned int flags)
 {
 	if (mode == MLF_LEGACY)
 		return mlf_legacy_lock(start, len, flags);
-	return mlf_do_lock(cache, mode, start, len, flags);
+	return mlf_do_lock(file, mode, start, len, flags);
 }
 
 static __always_inline int mlf_unlock_range(struct mlf_ctx *c,
@@ -1019,7 +1024,7 @@ static __always_inline int mlf_unlock_range(struct mlf_ctx *c,
 
 static int mlf_legacy_unlock(unsigned long start, unsigned long len);
 
-int mlf_unlock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
+int mlf_unlock(struct mlf_file *file, enum mlf_mode mode, unsigned long start,
 	       unsigned long len)
 {
 	struct mm_struct *mm = current->mm;
@@ -1029,7 +1034,7 @@ int mlf_unlock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
 	if (mode == MLF_LEGACY)
 		return mlf_legacy_unlock(start, len);
 	mlf_align(&start, &len);
-	mlf_ctx_init(&c, mode, false, cache);
+	mlf_ctx_init(&c, mode, false, file);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	ret = mlf_unlock_range(&c, start, len);
@@ -1042,7 +1047,7 @@ int mlf_unlock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
  * but the mmap_lock is kept from one range to the next unless a populate
  * (which takes it for reading itself) must run in between.
  */
-int mlf_lockv(struct mlf_mm **cache, enum mlf_mode mode,
+int mlf_lockv(struct mlf_file *file, enum mlf_mode mode,
 	      const struct mlockfast_iovec __user *iov, unsigned int count,
 	      unsigned int flags, bool lock, unsigned int *done)
 {
@@ -1084,7 +1089,7 @@ int mlf_lockv(struct mlf_mm **cache, enum mlf_mode mode,
 			continue;
 		}
 		mlf_align(&start, &len);
-		mlf_ctx_init(&c, mode, lock, cache);
+		mlf_ctx_init(&c, mode, lock, file);
 		if (!held && mmap_write_lock_killable(mm)) {
 			ret = -EINTR;
 			break;
@@ -1116,7 +1121,7 @@ int mlf_lockv(struct mlf_mm **cache, enum mlf_mode mode,
 static int mlf_legacy_lockall(unsigned int flags);
 
 /* apply_mlockall_flags(), then populate as mlockall(MCL_CURRENT) does. */
-int mlf_lockall(struct mlf_mm **cache, enum mlf_mode mode, unsigned int flags)
+int mlf_lockall(struct mlf_file *file, enum mlf_mode mode, unsigned int flags)
 {
 	struct mm_struct *mm = current->mm;
 	unsigned long lock_limit;
@@ -1132,7 +1137,7 @@ int mlf_lockall(struct mlf_mm **cache, enum mlf_mode mode, unsigned int flags)
 	if (mode == MLF_LEGACY)
 		return mlf_legacy_lockall(flags);
 	lock_limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	mlf_ctx_init(&c, mode, true, cache);
+	mlf_ctx_init(&c, mode, true, file);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	ret = -ENOMEM;
@@ -1160,7 +1165,7 @@ int mlf_lockall(struct mlf_mm **cache, enum mlf_mode mode, unsigned int flags)
 	return ret;
 }
 
-int mlf_unlockall(struct mlf_mm **cache, enum mlf_mode mode)
+int mlf_unlockall(struct mlf_file *file, enum mlf_mode mode)
 {
 	struct mm_struct *mm = current->mm;
 	struct mlf_ctx c __uninitialized;	/* mlf_ctx_init() */
@@ -1170,7 +1175,7 @@ int mlf_unlockall(struct mlf_mm **cache, enum mlf_mode mode)
 
 		return mlf_call(sys_munlockall)(&regs);
 	}
-	mlf_ctx_init(&c, mode, false, cache);
+	mlf_ctx_init(&c, mode, false, file);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	mlf_ctx_unlocker(&c);

@@ -211,10 +211,10 @@ static __always_inline long mlf_ioc_range(struct mlf_file *f,
 	mlf_count_call(mode);
 	r.flags &= ~MLOCKFAST_MODE_MASK;
 	if (lock)
-		return mlf_lock(&f->mm, mode, r.addr, r.len, r.flags);
+		return mlf_lock(f, mode, r.addr, r.len, r.flags);
 	if (r.flags)
 		return -EINVAL;
-	return mlf_unlock(&f->mm, mode, r.addr, r.len);
+	return mlf_unlock(f, mode, r.addr, r.len);
 }
 
 static long mlf_ioc_vec(struct mlf_file *f, void __user *uarg, bool lock)
@@ -237,7 +237,7 @@ static long mlf_ioc_vec(struct mlf_file *f, void __user *uarg, bool lock)
 	if (!lock && v.flags)
 		return -EINVAL;
 	mlf_count_call(mode);
-	ret = mlf_lockv(&f->mm, mode, u64_to_user_ptr(v.iov), v.count, v.flags,
+	ret = mlf_lockv(f, mode, u64_to_user_ptr(v.iov), v.count, v.flags,
 			lock, &done);
 	if (put_user(done, &((struct mlockfast_vec __user *)uarg)->done))
 		return -EFAULT;
@@ -258,7 +258,7 @@ static long mlf_ioc_lockall(struct mlf_file *f, void __user *uarg)
 	if (mode < 0)
 		return mode;
 	mlf_count_call(mode);
-	return mlf_lockall(&f->mm, mode, a.flags & ~MLOCKFAST_MODE_MASK);
+	return mlf_lockall(f, mode, a.flags & ~MLOCKFAST_MODE_MASK);
 }
 
 static long mlf_ioc_stats(void __user *uarg)
@@ -287,7 +287,7 @@ static long mlf_dispatch(struct mlf_file *f, unsigned int cmd,
 	case MLOCKFAST_IOC_UNLOCKALL:
 		mlf_count(calls_unlockall, 1);
 		mlf_count_call(READ_ONCE(mlf_default_mode));
-		return mlf_unlockall(&f->mm, READ_ONCE(mlf_default_mode));
+		return mlf_unlockall(f, READ_ONCE(mlf_default_mode));
 	case MLOCKFAST_IOC_LOCKV:
 		mlf_count(calls_lockv, 1);
 		return mlf_ioc_vec(f, uarg, true);

@@ -7,6 +7,7 @@
 #include <linux/mm_types.h>
 #include <linux/mmu_notifier.h>
 #include <linux/pgtable.h>
+#include <linux/refcount.h>
 #include <linux/workqueue.h>
 #include <linux/mlockfast.h>
 #include "compat.h"
@@ -44,15 +45,16 @@ extern unsigned int mlf_defer_ms;
 
 /* engine.c: the system calls' semantics, current->mm only. */
 struct mlf_mm;
+struct mlf_file;
 
-/* @cache: the file's cache of current->mm's state (see mm.c). */
-int mlf_lock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
+/* @file: the file the call came through, whose cache it uses (mm.c). */
+int mlf_lock(struct mlf_file *file, enum mlf_mode mode, unsigned long start,
 	     unsigned long len, unsigned int flags);
-int mlf_unlock(struct mlf_mm **cache, enum mlf_mode mode, unsigned long start,
+int mlf_unlock(struct mlf_file *file, enum mlf_mode mode, unsigned long start,
 	       unsigned long len);
-int mlf_lockall(struct mlf_mm **cache, enum mlf_mode mode, unsigned int flags);
-int mlf_unlockall(struct mlf_mm **cache, enum mlf_mode mode);
-int mlf_lockv(struct mlf_mm **cache, enum mlf_mode mode,
+int mlf_lockall(struct mlf_file *file, enum mlf_mode mode, unsigned int flags);
+int mlf_unlockall(struct mlf_file *file, enum mlf_mode mode);
+int mlf_lockv(struct mlf_file *file, enum mlf_mode mode,
 	      const struct mlockfast_iovec __user *iov, unsigned int count,
 	      unsigned int flags, bool lock, unsigned int *done);
 
@@ -84,7 +86,12 @@ bool mlf_batch_idle(void);
 
 /* mm.c: per-mm state, whose notifier voids moves of unmapped pages. */
 struct mlf_file {
-	struct mlf_mm *mm;	/* the first mm to lock through this file */
+	struct mlf_mm *mm;	/* the first mm with state to use this file */
+	/*
+	 * The last mm to lock through this file while it had no state, by
+	 * mlf_mm_id(): its next lock makes the state (mlf_mm_lookup()).
+	 */
+	u64 seen;
 };
 
 /* Runs of private anon pages whose moves a deferred lock owes. */
@@ -113,12 +120,17 @@ struct mlf_pt_cache {
  * the rest.
  */
 struct mlf_mm {
-	struct mmu_notifier mn;
+	struct mmu_interval_notifier mn;
+	struct mm_struct *mm;	/* mmgrab()bed until @m is freed */
 	atomic_t pending;	/* live batch entries owned by this mm */
+	refcount_t ref;		/* the notifier's, and each caching file's */
 	unsigned long state;
-	struct list_head node;	/* on mlf_mms until freed */
+	struct hlist_node node;	/* in mlf_mms until its notifier goes */
+	struct list_head unload;	/* on the unload's list */
 	spinlock_t lock;	/* orders queueing the work against DEAD */
 	struct delayed_work work;	/* pays the runs */
+	struct work_struct retire;	/* removes the notifier after exit */
+	struct rcu_head rcu;
 	/*
 	 * Runs of locked private anon pages whose moves are owed.  The
 	 * mmap_lock guards them: the ioctls change them holding it for
@@ -135,7 +147,7 @@ struct mlf_mm {
 	int zone_id;
 };
 
-struct mlf_mm *mlf_mm_lookup(struct mlf_mm **cache);
+struct mlf_mm *mlf_mm_lookup(struct mlf_file *file, bool create);
 void mlf_mm_uncache(struct mlf_mm *m);
 void mlf_mm_pending_add(struct mlf_mm *m, int n);
 unsigned long mlf_mm_tracked(void);
@@ -148,18 +160,20 @@ void mlf_mm_pay_all(void);
 void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end);
 
 /*
- * current->mm's state, for the owner of the entries a lock queues, or NULL
- * if it cannot be had (no memory, a signal during registration): the caller
- * then pays its moves before it returns.  @cache is the file's: the first mm
- * to use a file keeps its state there.  Call with mmap_lock held for writing.
+ * current->mm's state, for the owner of the entries a lock queues and its
+ * caches, or NULL: the caller then pays its moves before it returns.  NULL
+ * when it cannot be had (no memory, a signal during registration), for an
+ * unlock when the mm has none (it then owns nothing queued), and for an mm's
+ * first lock (mlf_mm_lookup()).  Call with mmap_lock held for writing.
  */
-static inline struct mlf_mm *mlf_mm_current(struct mlf_mm **cache)
+static inline struct mlf_mm *mlf_mm_current(struct mlf_file *file,
+					    bool create)
 {
-	struct mlf_mm *m = READ_ONCE(*cache);
+	struct mlf_mm *m = READ_ONCE(file->mm);
 
-	if (likely(m && m->mn.mm == current->mm))
+	if (likely(m && m->mm == current->mm))
 		return m;
-	return mlf_mm_lookup(cache);
+	return mlf_mm_lookup(file, create);
 }
 
 /*

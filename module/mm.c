@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Per-process state: an mmu notifier on every mm that has used the device.
+ * Per-process state: an interval notifier over every mm that has used the
+ * device.
  *
  * A queued move is only right while the lock it pays for still stands.  When
  * the kernel tears down or replaces the mapping that lock was taken through
@@ -14,13 +15,17 @@
  * the evictable LRU (see mlf_lock_one()): a run costs nothing per page until
  * its work, after defer_ms, moves what is still locked (mlf_pay_run()).
  *
- * Lifetime: the notifier lives as long as its mm (one reference, dropped when
- * the mm exits or the module unloads) and each file that caches it holds one
- * more, so that a cached pointer is never stale.
+ * Lifetime: the notifier lives as long as its mm (one reference, dropped from
+ * our workqueue after the mm exits, or at unload) and each file that caches
+ * the state holds one more, so that a cached pointer is never stale.  At
+ * exit the process waits for no grace period and no work of ours.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/hashtable.h>
 #include <linux/mmu_notifier.h>
+#include <linux/rcupdate.h>
+#include <linux/refcount.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -29,13 +34,13 @@
 #include "mlockfast.h"
 
 enum {
-	MLF_MM_FRESH,		/* allocated, its mm-lifetime reference not taken */
-	MLF_MM_DROPPED,		/* its mm-lifetime reference is gone */
 	MLF_MM_DEAD,		/* the mm has exited: its work may not be queued */
+	MLF_MM_GONE,		/* its notifier is removed, or being removed */
 };
 
-static LIST_HEAD(mlf_mms);
-static DEFINE_SPINLOCK(mlf_mms_lock);	/* guards mlf_mms */
+/* Every mm with a notifier of ours, keyed by the mm; looked up under RCU. */
+static DEFINE_HASHTABLE(mlf_mms, 8);
+static DEFINE_SPINLOCK(mlf_mms_lock);	/* guards changes to mlf_mms */
 static struct workqueue_struct *mlf_wq;
 static atomic_long_t mlf_mm_count;	/* mlf_mm allocated, not yet freed */
 
@@ -46,11 +51,11 @@ static void mlf_mm_pay(struct mlf_mm *m)
 
 	m->nr_runs = 0;
 	for (i = 0; i < n; i++)
-		mlf_pay_run(m->mn.mm, m->runs[i].start, m->runs[i].end);
+		mlf_pay_run(m->mm, m->runs[i].start, m->runs[i].end);
 }
 
 /*
- * No reference on the mm is taken: exit_mmap() calls our release before it
+ * No mm_users reference is taken: exit_mmap() calls our release before it
  * touches the mappings, and release waits for this work to end.  (Holding
  * mm_users instead would leave the last mmput() to us, and the exiting
  * process's memory, Mlocked included, would outlive it for a while.)
@@ -59,7 +64,7 @@ static void mlf_mm_work(struct work_struct *work)
 {
 	struct mlf_mm *m = container_of(to_delayed_work(work), struct mlf_mm,
 					work);
-	struct mm_struct *mm = m->mn.mm;
+	struct mm_struct *mm = m->mm;
 
 	/* An mm on its way out unmaps everything: nothing to pay. */
 	if (!atomic_read(&mm->mm_users))
@@ -119,7 +124,7 @@ void mlf_mm_cut(struct mlf_mm *m, unsigned long start, unsigned long end)
 		}
 		if (start > r->start && end < r->end &&
 		    m->nr_runs == MLF_MM_RUNS) {
-			mlf_pay_run(m->mn.mm, r->start, r->end);
+			mlf_pay_run(m->mm, r->start, r->end);
 			*r = m->runs[--m->nr_runs];
 			continue;
 		}
@@ -144,12 +149,13 @@ void mlf_mm_cut(struct mlf_mm *m, unsigned long start, unsigned long end)
 void mlf_mm_pay_all(void)
 {
 	struct mlf_mm *m;
+	int bkt;
 
-	spin_lock_bh(&mlf_mms_lock);
-	list_for_each_entry(m, &mlf_mms, node)
+	spin_lock(&mlf_mms_lock);
+	hash_for_each(mlf_mms, bkt, m, node)
 		if (READ_ONCE(m->nr_runs))
 			mlf_mm_queue(m, 0);
-	spin_unlock_bh(&mlf_mms_lock);
+	spin_unlock(&mlf_mms_lock);
 	flush_workqueue(mlf_wq);
 }
 
@@ -183,16 +189,13 @@ static void mlf_pt_forget(struct mlf_pt_cache *pt, unsigned long start,
 		WRITE_ONCE(pt->pmds, NULL);
 }
 
-static int mlf_mm_invalidate(struct mmu_notifier *mn,
-			     const struct mmu_notifier_range *r)
+static void mlf_mm_put(struct mlf_mm *m)
 {
-	struct mlf_mm *m = container_of(mn, struct mlf_mm, mn);
-
-	mlf_pt_forget(&m->pt, r->start, r->end);
-	if (mlf_event_keeps_mapping(r) || !atomic_read(&m->pending))
-		return 0;
-	mlf_batch_void(m, r->start, r->end);
-	return 0;
+	if (refcount_dec_and_test(&m->ref)) {
+		mmdrop(m->mm);
+		kfree_rcu(m, rcu);	/* mlf_mm_find() may be looking at it */
+		atomic_long_dec(&mlf_mm_count);
+	}
 }
 
 /* No work may be queued for @m from now on. */
@@ -203,92 +206,148 @@ static void mlf_mm_kill(struct mlf_mm *m)
 	spin_unlock(&m->lock);
 }
 
-static void mlf_mm_drop(struct mlf_mm *m)
+/*
+ * Remove the notifier, once, and drop the reference that it stood for.
+ * Sleeps while a callback of it runs: never call from one.
+ */
+static void mlf_mm_retire(struct mlf_mm *m)
 {
-	if (!test_and_set_bit(MLF_MM_DROPPED, &m->state))
-		mmu_notifier_put(&m->mn);
+	if (test_and_set_bit(MLF_MM_GONE, &m->state))
+		return;
+	mmu_interval_notifier_remove(&m->mn);
+	spin_lock(&mlf_mms_lock);
+	hash_del_rcu(&m->node);
+	spin_unlock(&mlf_mms_lock);
+	mlf_mm_put(m);
 }
 
-/* The mm is exiting: its mappings are going away, and so are our moves. */
-static void mlf_mm_release(struct mmu_notifier *mn, struct mm_struct *mm)
+static void mlf_mm_retire_work(struct work_struct *work)
 {
-	struct mlf_mm *m = container_of(mn, struct mlf_mm, mn);
+	struct mlf_mm *m = container_of(work, struct mlf_mm, retire);
 
+	mlf_mm_retire(m);
+	mlf_mm_put(m);
+}
+
+/*
+ * The mm is exiting: its mappings are going away, and so are our moves.  The
+ * notifier is removed later, from our workqueue, since a callback cannot
+ * remove itself; the exit waits for nothing of ours but a running pay.
+ */
+static void mlf_mm_release(struct mlf_mm *m)
+{
 	if (atomic_read(&m->pending))
 		mlf_batch_void(m, 0, ULONG_MAX);
 	mlf_mm_kill(m);
 	cancel_delayed_work_sync(&m->work);
-	mlf_mm_drop(m);
+	refcount_inc(&m->ref);
+	queue_work(mlf_wq, &m->retire);
 }
 
-static struct mmu_notifier *mlf_mm_alloc(struct mm_struct *mm)
+static bool mlf_mm_invalidate(struct mmu_interval_notifier *mn,
+			      const struct mmu_notifier_range *r,
+			      unsigned long cur_seq)
+{
+	struct mlf_mm *m = container_of(mn, struct mlf_mm, mn);
+
+	/* Only the exit (mn_itree_release()) sends RELEASE. */
+	if (r->event == MMU_NOTIFY_RELEASE) {
+		mlf_mm_release(m);
+		return true;
+	}
+	mlf_pt_forget(&m->pt, r->start, r->end);
+	if (mlf_event_keeps_mapping(r) || !atomic_read(&m->pending))
+		return true;
+	mlf_batch_void(m, r->start, r->end);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops mlf_mm_ops = {
+	.invalidate = mlf_mm_invalidate,
+};
+
+/*
+ * State for @mm, with an interval notifier over all of it; mmap_lock held for
+ * writing.  An interval notifier rather than a plain one: at exit the kernel
+ * waits for an SRCU grace period (mn_hlist_release()) if the mm has any plain
+ * notifier, which every process that used us would pay, and none for
+ * interval notifiers.  @m holds the mm_struct (not its pages) until freed, so
+ * that no other mm can take its address while a file's cache points at @m.
+ */
+static struct mlf_mm *mlf_mm_create(struct mm_struct *mm)
 {
 	struct mlf_mm *m = kzalloc(sizeof(*m), GFP_KERNEL);
 
 	if (!m)
-		return ERR_PTR(-ENOMEM);
-	__set_bit(MLF_MM_FRESH, &m->state);
+		return NULL;
+	refcount_set(&m->ref, 1);	/* the notifier's, until it goes */
+	mmgrab(mm);
+	m->mm = mm;
 	m->zone_id = -1;
 	spin_lock_init(&m->lock);
 	INIT_DELAYED_WORK(&m->work, mlf_mm_work);
-	spin_lock_bh(&mlf_mms_lock);
-	list_add(&m->node, &mlf_mms);
-	spin_unlock_bh(&mlf_mms_lock);
+	INIT_WORK(&m->retire, mlf_mm_retire_work);
 	atomic_long_inc(&mlf_mm_count);
-	return &m->mn;
-}
-
-/* From an SRCU callback once the last reference is put: cannot sleep. */
-static void mlf_mm_free(struct mmu_notifier *mn)
-{
-	struct mlf_mm *m = container_of(mn, struct mlf_mm, mn);
-
-	spin_lock_bh(&mlf_mms_lock);
-	list_del(&m->node);
-	spin_unlock_bh(&mlf_mms_lock);
-	kfree(m);
-	atomic_long_dec(&mlf_mm_count);
-}
-
-/* A gauge for STATS: a count that never comes back down is a leak. */
-unsigned long mlf_mm_tracked(void)
-{
-	return atomic_long_read(&mlf_mm_count);
-}
-
-static const struct mmu_notifier_ops mlf_mm_ops = {
-	.invalidate_range_start = mlf_mm_invalidate,
-	.release = mlf_mm_release,
-	.alloc_notifier = mlf_mm_alloc,
-	.free_notifier = mlf_mm_free,
-};
-
-/* A reference on current->mm's state; mmap_lock held for writing. */
-static struct mlf_mm *mlf_mm_get(void)
-{
-	struct mmu_notifier *mn = mmu_notifier_get_locked(&mlf_mm_ops,
-							  current->mm);
-	struct mlf_mm *m;
-
-	if (IS_ERR(mn))
+	if (mmu_interval_notifier_insert_locked(&m->mn, mm, 0, ULONG_MAX,
+						&mlf_mm_ops)) {
+		set_bit(MLF_MM_GONE, &m->state);
+		mlf_mm_put(m);
 		return NULL;
-	m = container_of(mn, struct mlf_mm, mn);
-	/* A new one: take the reference that lasts until the mm exits. */
-	if (test_and_clear_bit(MLF_MM_FRESH, &m->state))
-		mmu_notifier_get_locked(&mlf_mm_ops, current->mm);
+	}
+	spin_lock(&mlf_mms_lock);
+	hash_add_rcu(mlf_mms, &m->node, (unsigned long)mm);
+	spin_unlock(&mlf_mms_lock);
 	return m;
 }
 
-/* mlf_mm_current() when the file's cache does not hold current->mm's. */
-struct mlf_mm *mlf_mm_lookup(struct mlf_mm **cache)
+/*
+ * @mm's state, or NULL; @mm is current's, with its mmap_lock held for
+ * writing, so that no other task adds it meanwhile, and the mm cannot exit
+ * (we hold mm_users) nor its state go.  Under RCU, not the lock: a forked
+ * child calling through its parent's descriptor looks up on every call.
+ */
+static struct mlf_mm *mlf_mm_find(struct mm_struct *mm)
 {
-	struct mlf_mm *m = mlf_mm_get();
+	struct mlf_mm *m;
 
-	if (!m)
-		return NULL;
-	if (cmpxchg(cache, NULL, m))
-		/* The mm-lifetime reference keeps it for this call. */
-		mmu_notifier_put(&m->mn);
+	rcu_read_lock();
+	hash_for_each_possible_rcu(mlf_mms, m, node, (unsigned long)mm)
+		if (m->mm == mm && !test_bit(MLF_MM_DEAD, &m->state))
+			break;
+	rcu_read_unlock();
+	return m;
+}
+
+/*
+ * mlf_mm_current() when the file's cache does not hold current->mm's.  An
+ * mm's first lock makes no state and runs eager: the mm's first notifier
+ * costs more than a small lock (mm_take_all_locks() takes every anon_vma and
+ * file mapping lock of the mm), and a process that locks once, as a secure
+ * memory pool does, has no use for it.  Its next lock through the same file
+ * makes it.
+ */
+struct mlf_mm *mlf_mm_lookup(struct mlf_file *file, bool create)
+{
+	struct mm_struct *mm = current->mm;
+	struct mlf_mm *m = mlf_mm_find(mm);
+
+	if (!m) {
+		if (!create)
+			return NULL;
+		if (READ_ONCE(file->seen) != mlf_mm_id(mm)) {
+			WRITE_ONCE(file->seen, mlf_mm_id(mm));
+			return NULL;
+		}
+		m = mlf_mm_create(mm);
+		if (!m)
+			return NULL;
+	}
+	if (READ_ONCE(file->mm))
+		return m;
+	/* The file's first mm with state: the cache holds a reference. */
+	refcount_inc(&m->ref);
+	if (cmpxchg(&file->mm, NULL, m))
+		mlf_mm_put(m);
 	return m;
 }
 
@@ -296,7 +355,13 @@ struct mlf_mm *mlf_mm_lookup(struct mlf_mm **cache)
 void mlf_mm_uncache(struct mlf_mm *m)
 {
 	if (m)
-		mmu_notifier_put(&m->mn);
+		mlf_mm_put(m);
+}
+
+/* A gauge for STATS: a count that never comes back down is a leak. */
+unsigned long mlf_mm_tracked(void)
+{
+	return atomic_long_read(&mlf_mm_count);
 }
 
 int mlf_mm_init(void)
@@ -311,21 +376,25 @@ int mlf_mm_init(void)
  */
 void mlf_mm_exit(void)
 {
-	struct mlf_mm *m;
+	struct mlf_mm *m, *next;
+	LIST_HEAD(all);
+	int bkt;
 
 	mlf_mm_pay_all();
-	spin_lock_bh(&mlf_mms_lock);
-	list_for_each_entry(m, &mlf_mms, node) {
-		mlf_mm_kill(m);
-		cancel_delayed_work(&m->work);	/* an idle timer at most */
+	spin_lock(&mlf_mms_lock);
+	hash_for_each(mlf_mms, bkt, m, node) {
+		refcount_inc(&m->ref);
+		list_add(&m->unload, &all);
 	}
-	spin_unlock_bh(&mlf_mms_lock);
-	/* A timer that fired meanwhile: its work ends before any state goes. */
+	spin_unlock(&mlf_mms_lock);
+	list_for_each_entry_safe(m, next, &all, unload) {
+		mlf_mm_kill(m);
+		cancel_delayed_work_sync(&m->work);
+		/* Waits for a release that is running: its retire is queued. */
+		mlf_mm_retire(m);
+		mlf_mm_put(m);
+	}
 	flush_workqueue(mlf_wq);
-	spin_lock_bh(&mlf_mms_lock);
-	list_for_each_entry(m, &mlf_mms, node)
-		mlf_mm_drop(m);
-	spin_unlock_bh(&mlf_mms_lock);
-	mmu_notifier_synchronize();
+	WARN_ON(atomic_long_read(&mlf_mm_count));
 	destroy_workqueue(mlf_wq);
 }

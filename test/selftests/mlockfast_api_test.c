@@ -93,7 +93,8 @@ static char *lock_deferred(long defer_ms, size_t pages, long *ue,
 {
 	char *m;
 
-	if (mlf_fd() < 0 || set_param(PARAM("defer_ms"), defer_ms))
+	if (mlf_fd() < 0 || mlf_make_state() ||
+	    set_param(PARAM("defer_ms"), defer_ms))
 		return NULL;
 	m = anon(pages, 1);
 	if (!m)
@@ -723,6 +724,117 @@ TEST_F(api, eager_moves_before_return)
 	unlock_and_expect(_metadata, m, ue);
 }
 
+/*
+ * A process's first lock makes no per-process state, which would cost more
+ * than a small lock, and so it defers nothing: its moves are paid before it
+ * returns.  The second lock through the same file defers them.  In a fresh
+ * child, with a descriptor of its own.
+ */
+TEST_F(api, first_lock_of_a_process_pays_its_moves)
+{
+	int st;
+	pid_t pid;
+
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		int dfd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
+		char *m = anon(NPAGES, 1);
+		struct mlockfast_range r = {
+			.size = sizeof(r), .flags = MLOCKFAST_MODE_DEFERRED,
+			.addr = (uintptr_t)m, .len = NPAGES * PAGE,
+		};
+		struct mlockfast_stats s0, s1;
+		long ue = meminfo_kb("Unevictable");
+
+		if (dfd < 0 || !m || mlf_stats(&s0))
+			_exit(10);
+		if (ioctl(dfd, MLOCKFAST_IOC_LOCK, &r) || mlf_stats(&s1))
+			_exit(11);
+		if (meminfo_kb("Unevictable") != ue + KB(NPAGES) ||
+		    STAT_DELTA(s0, s1, moves_applied) != NPAGES)
+			_exit(12);
+		if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, &r) ||
+		    meminfo_kb("Unevictable") != ue)
+			_exit(13);
+		/* The second: queued, no move yet. */
+		if (mlf_stats(&s0) || ioctl(dfd, MLOCKFAST_IOC_LOCK, &r) ||
+		    mlf_stats(&s1))
+			_exit(14);
+		if (meminfo_kb("Unevictable") != ue ||
+		    STAT_DELTA(s0, s1, moves_queued) != NPAGES ||
+		    STAT_DELTA(s0, s1, moves_applied))
+			_exit(15);
+		if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, &r))
+			_exit(16);
+		_exit(0);
+	}
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	/* 10: set-up; 11: the lock; 12: its moves were not paid at once... */
+	EXPECT_EQ(0, WEXITSTATUS(st));
+}
+
+/*
+ * A process that used the device exits without waiting for an SRCU grace
+ * period: the kernel waits for one at exit only for an mm with a plain mmu
+ * notifier (mn_hlist_release()), ~14 ms each under TCG, and the module's
+ * per-process state uses an interval notifier.  Counted with a kprobe on
+ * synchronize_srcu() over children that each make their state, leave a move
+ * queued, and exit; other callers of it in an idle guest are rare.
+ */
+TEST_F(api, exit_waits_for_no_grace_period)
+{
+	const char *t = "/sys/kernel/tracing";
+	char path[128], *prof, *l;
+	long hits = -1;
+	int st, n = 20;
+
+	if (access("/sys/kernel/tracing/kprobe_events", W_OK))
+		ASSERT_EQ(0, run("mount -t tracefs nodev /sys/kernel/tracing"));
+	snprintf(path, sizeof(path), "%s/kprobe_events", t);
+	write_file_str(path, "-:mlf_srcu");
+	ASSERT_EQ(0, write_file_str(path, "p:mlf_srcu synchronize_srcu"));
+	snprintf(path, sizeof(path), "%s/events/kprobes/mlf_srcu/enable", t);
+	ASSERT_EQ(0, write_file_str(path, "1"));
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	for (int i = 0; i < n; i++) {
+		pid_t pid;
+
+		fflush(NULL);
+		pid = fork();
+		if (pid == 0) {
+			int dfd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
+			char *m = anon(1, 1);
+			struct mlockfast_range r = {
+				.size = sizeof(r), .addr = (uintptr_t)m,
+				.flags = MLOCKFAST_MODE_DEFERRED, .len = PAGE,
+			};
+
+			_exit(dfd < 0 || !m || mlf_make_state_fd(dfd) ||
+			      ioctl(dfd, MLOCKFAST_IOC_LOCK, &r) ? 1 : 0);
+		}
+		ASSERT_LT(0, pid);
+		ASSERT_EQ(pid, waitpid(pid, &st, 0));
+		ASSERT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st));
+	}
+	ASSERT_EQ(0, write_file_str(path, "0"));
+	snprintf(path, sizeof(path), "%s/kprobe_profile", t);
+	prof = read_file(path);
+	ASSERT_NE(NULL, prof);
+	l = strstr(prof, "mlf_srcu");
+	if (l)
+		hits = strtol(l + strlen("mlf_srcu"), NULL, 10);
+	free(prof);
+	snprintf(path, sizeof(path), "%s/kprobe_events", t);
+	EXPECT_EQ(0, write_file_str(path, "-:mlf_srcu"));
+	TH_LOG("synchronize_srcu ran %ld times during %d exits", hits, n);
+	EXPECT_LE(0, hits);
+	EXPECT_GT(n / 2, hits);
+}
+
 TEST_F(api, unlock_before_drain_cancels_moves)
 {
 	struct mlockfast_stats s0, s1, s2;
@@ -988,6 +1100,7 @@ TEST_F(api, gauges_count_held_folios_and_processes)
 	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	ASSERT_NE(MAP_FAILED, m);
 	memset(m, 1, len);
+	ASSERT_EQ(0, mlf_make_state());
 	drain_all();
 	ASSERT_EQ(0, mlf_stats(&s0));
 	EXPECT_EQ(0, s0.folios_held);
@@ -995,7 +1108,7 @@ TEST_F(api, gauges_count_held_folios_and_processes)
 	ASSERT_EQ(0, mlf_lock2(m, len, MLOCKFAST_MODE_DEFERRED));
 	ASSERT_EQ(0, mlf_stats(&s1));
 	EXPECT_EQ(16, s1.folios_held);
-	/* This process has state now (its first lock may have made it). */
+	/* Other processes' state may have gone meanwhile. */
 	s0.mms_tracked = s1.mms_tracked;
 	ASSERT_EQ(0, mlf_drain());
 	ASSERT_EQ(0, mlf_stats(&s1));
@@ -1007,7 +1120,8 @@ TEST_F(api, gauges_count_held_folios_and_processes)
 	pid = fork();
 	if (pid == 0) {
 		/* Through the parent's descriptor: state of its own mm. */
-		c = mlf_lock2(m, PAGE, MLOCKFAST_MODE_DEFERRED) ? 'e' : 'l';
+		c = mlf_make_state() ||
+		    mlf_lock2(m, PAGE, MLOCKFAST_MODE_DEFERRED) ? 'e' : 'l';
 		if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
 			_exit(1);
 		_exit(0);
@@ -1093,7 +1207,8 @@ TEST_F_TIMEOUT(api, unload_applies_pending_moves, 120)
 			.addr = (uintptr_t)m, .len = NPAGES * PAGE,
 		};
 
-		c = fd >= 0 && m && !ioctl(fd, MLOCKFAST_IOC_LOCK, &r) ? 'L' : 'E';
+		c = fd >= 0 && m && !mlf_make_state_fd(fd) &&
+		    !ioctl(fd, MLOCKFAST_IOC_LOCK, &r) ? 'L' : 'E';
 		if (fd >= 0)
 			close(fd);
 		if (write(from_child[1], &c, 1) != 1 ||

@@ -157,6 +157,9 @@ static void locker(unsigned int mode, struct outcome *o)
 	madvise(l, LOCKED, MADV_NOHUGEPAGE);
 	madvise(h, HOG, MADV_NOHUGEPAGE);
 	diff_touch(l, LOCKED, 1);
+	/* This child's first lock would pay its moves, whatever the mode. */
+	if (mlf_make_state())
+		_exit(63);
 	o->lock_err = mlf_lock2(l, LOCKED, mode) ? errno : 0;
 	/* after the lock: its own moves to the unevictable list count too */
 	culled0 = vmstat("unevictable_pgs_culled");

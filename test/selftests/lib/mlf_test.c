@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -50,6 +51,34 @@ static int mlf_range(unsigned long cmd, const void *addr, size_t len,
 	};
 
 	return mlf_ioctl(cmd, &r);
+}
+
+int mlf_make_state_fd(int dev_fd)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char *p = mmap(NULL, page, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* Eager: the state is made, and no work of it is left queued. */
+	struct mlockfast_range r = {
+		.size = sizeof(r), .flags = MLOCKFAST_MODE_EAGER,
+		.addr = (uintptr_t)p, .len = page,
+	};
+	int ret = 0;
+
+	if (p == MAP_FAILED)
+		return -1;
+	p[0] = 1;
+	for (int i = 0; i < 2 && !ret; i++)
+		if (ioctl(dev_fd, MLOCKFAST_IOC_LOCK, &r) ||
+		    ioctl(dev_fd, MLOCKFAST_IOC_UNLOCK, &r))
+			ret = -1;
+	munmap(p, page);
+	return ret;
+}
+
+int mlf_make_state(void)
+{
+	return mlf_make_state_fd(mlf_fd());
 }
 
 int mlf_lock2(const void *addr, size_t len, unsigned int flags)

@@ -19,6 +19,14 @@ int mlf_lockall(int flags);
 int mlf_unlockall(void);
 int mlf_drain(void);
 int mlf_stats(struct mlockfast_stats *s);
+/*
+ * A process's first lock through a file makes no per-process state and pays
+ * its moves before it returns; from its second on, moves are deferred.  Lock
+ * and unlock a page of our own twice through @dev_fd (or mlf_fd()), so that
+ * a test of deferred moves sees them queued.  0, or -1 with errno.
+ */
+int mlf_make_state_fd(int dev_fd);
+int mlf_make_state(void);
 
 /* A kB field of /proc/meminfo, after folding the per-CPU counters. */
 long meminfo_kb(const char *field);
