@@ -284,14 +284,26 @@ mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
 	}
 	mlf_acct(c, folio);
 	/*
+	 * Eager: the move now, by the kernel's own per-page step, as mlock(2)
+	 * takes it (it finds PG_mlocked set and counts nothing again), into
+	 * its per-CPU batch, drained before this page table is left
+	 * (mlf_kernel_drain()).  Our batch would only add its bookkeeping.
+	 */
+	if (c->mode == MLF_EAGER) {
+		mlf_kernel_mlock(folio);
+		c->kernel_batch = true;
+		mlf_count(moves_queued, folio_nr_pages(folio));
+		mlf_count(moves_applied, folio_nr_pages(folio));
+		return b;
+	}
+	/*
 	 * A small anon folio mapped once can be locked by no VMA but this
 	 * one, so nobody else's lock can be counted in its place before its
 	 * move: reclaim mode leaves the move to reclaim, deferred mode to the
 	 * owner's work, which walks the run again (mlf_pay_run()).  Either
 	 * way the page costs nothing more now, nor when it is unlocked.
 	 */
-	if (c->mode != MLF_EAGER && mlf_folio_private(folio) &&
-	    folio_test_lru(folio) &&
+	if (mlf_folio_private(folio) && folio_test_lru(folio) &&
 	    (c->mode == MLF_RECLAIM || mlf_run_extend(c, addr)))
 		return b;
 	if (mlf_batch_push(b, folio, c->owner, addr))
