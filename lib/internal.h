@@ -4,6 +4,7 @@
 #define MLF_LIB_INTERNAL_H
 
 #include <stddef.h>
+#include <sys/syscall.h>
 
 /* The library exports the API and the interposers, nothing else. */
 #define MLF_EXPORT __attribute__((visibility("default")))
@@ -22,20 +23,17 @@ enum mlf_route {
 };
 
 /*
- * libc's own functions, next after this library in the search order, looked
- * up on first use (a program that never falls back never pays for dlsym).
+ * The system call itself, as libc's wrappers make it: -1 with errno set on
+ * failure.  On x86-64 a raw syscall instruction, so that a fallback costs
+ * no lookup and, in a forked child, no copy of the loader's pages; elsewhere
+ * libc's syscall(), looked up on first use.
  */
-enum mlf_sym {
-	MLF_SYM_MLOCK, MLF_SYM_MLOCK2, MLF_SYM_MUNLOCK, MLF_SYM_MLOCKALL,
-	MLF_SYM_MUNLOCKALL, MLF_SYM_SYSCALL, MLF_SYM_NR,
-};
-void *mlf_libc(enum mlf_sym sym);
-#define libc_mlock	((int (*)(const void *, size_t))mlf_libc(MLF_SYM_MLOCK))
-#define libc_mlock2	((int (*)(const void *, size_t, unsigned int))mlf_libc(MLF_SYM_MLOCK2))
-#define libc_munlock	((int (*)(const void *, size_t))mlf_libc(MLF_SYM_MUNLOCK))
-#define libc_mlockall	((int (*)(int))mlf_libc(MLF_SYM_MLOCKALL))
-#define libc_munlockall	((int (*)(void))mlf_libc(MLF_SYM_MUNLOCKALL))
-#define libc_syscall	((long (*)(long, ...))mlf_libc(MLF_SYM_SYSCALL))
+long mlf_syscall(long nr, long a0, long a1, long a2, long a3, long a4, long a5);
+#define libc_mlock(a, l)	((int)mlf_syscall(SYS_mlock, (long)(a), (long)(l), 0, 0, 0, 0))
+#define libc_mlock2(a, l, f)	((int)mlf_syscall(SYS_mlock2, (long)(a), (long)(l), (long)(f), 0, 0, 0))
+#define libc_munlock(a, l)	((int)mlf_syscall(SYS_munlock, (long)(a), (long)(l), 0, 0, 0, 0))
+#define libc_mlockall(f)	((int)mlf_syscall(SYS_mlockall, (long)(f), 0, 0, 0, 0, 0))
+#define libc_munlockall()	((int)mlf_syscall(SYS_munlockall, 0, 0, 0, 0, 0, 0))
 
 /* Once per process: the environment; idempotent. */
 void mlf_init(void);

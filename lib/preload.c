@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The interposers: mlock, mlock2, munlock, mlockall, munlockall, and
- * syscall() for their numbers, routed to /dev/mlockfast, else to libc.
+ * syscall() for their numbers, routed to /dev/mlockfast, else to the kernel
+ * as libc would call it.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -154,10 +155,10 @@ MLF_EXPORT long syscall(long number, ...)
 		ret = unlockall(&route);
 		break;
 	default:
-		return libc_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+		return mlf_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 	}
 	if (route == MLF_SYSCALL)
-		ret = libc_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+		ret = mlf_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 	mlf_trace(route, ret, "syscall(%ld, %#lx, %#lx, %#lx)", number, a[0], a[1], a[2]);
 	return ret;
 }

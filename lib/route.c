@@ -10,8 +10,8 @@
  * caller's own mm with the caller's current credentials and rlimits).  An
  * open that failed is tried again only where it can succeed later, and at
  * most once a second (a vDSO clock read per routed call, no system call).
- * Load costs one open (and its close at exit); libc's functions are looked
- * up on the first fallback, not at load.  The hot path takes no lock and
+ * Load costs one open (and its close at exit); a fallback is the system call
+ * itself, with nothing to look up.  The hot path takes no lock and
  * allocates nothing: an acquire load of the descriptor and the ioctl.  It
  * writes nothing of ours either (the counters only count for MLOCKFAST_STATS,
  * and the ioctl is not bound through our GOT), so that a forked child's first
@@ -66,29 +66,6 @@ static void count(atomic_ulong *n)
 		atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
 }
 
-/*
- * ioctl(2) with no call through our PLT: lazy binding would write our GOT on
- * a process's first lock, and so copy our data page in every forked child
- * that locks.  (Binding at load instead costs every exec a lookup.)
- */
-static int dev_ioctl(int fd, unsigned long cmd, void *arg)
-{
-#ifdef __x86_64__
-	long ret;
-
-	__asm__ volatile ("syscall"
-			  : "=a" (ret)
-			  : "0" ((long)SYS_ioctl), "D" ((long)fd), "S" (cmd), "d" (arg)
-			  : "rcx", "r11", "memory");
-	if (ret < 0 && ret > -4096) {
-		errno = (int)-ret;
-		return -1;
-	}
-	return (int)ret;
-#else
-	return ioctl(fd, cmd, arg);
-#endif
-}
 static atomic_int strict_said;
 
 /* One line on stderr, without stdio (safe in any state, no allocation). */
@@ -108,6 +85,51 @@ static void say(const char *fmt, ...)
 	if (write(STDERR_FILENO, buf, n) < 0)
 		errno = err;	/* nowhere to report it */
 	errno = err;
+}
+
+/*
+ * A system call with no call through our PLT: lazy binding would write our
+ * GOT on a process's first lock, and so copy our data page in every forked
+ * child that locks (binding at load instead costs every exec a lookup).
+ */
+long mlf_syscall(long nr, long a0, long a1, long a2, long a3, long a4, long a5)
+{
+#ifdef __x86_64__
+	register long r10 __asm__("r10") = a3;
+	register long r8 __asm__("r8") = a4;
+	register long r9 __asm__("r9") = a5;
+	long ret;
+
+	__asm__ volatile ("syscall"
+			  : "=a" (ret)
+			  : "0" (nr), "D" (a0), "S" (a1), "d" (a2),
+			    "r" (r10), "r" (r8), "r" (r9)
+			  : "rcx", "r11", "memory");
+	if (ret < 0 && ret > -4096) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+#else
+	static long (*_Atomic fn)(long, ...);
+	long (*f)(long, ...) = atomic_load_explicit(&fn, memory_order_acquire);
+
+	if (!f) {
+		/* RTLD_NEXT: libc's (or the next interposer's), never our own. */
+		f = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+		if (!f) {
+			say("libc lacks syscall()");
+			abort();
+		}
+		atomic_store_explicit(&fn, f, memory_order_release);
+	}
+	return f(nr, a0, a1, a2, a3, a4, a5);
+#endif
+}
+
+static int dev_ioctl(int fd, unsigned long cmd, void *arg)
+{
+	return (int)mlf_syscall(SYS_ioctl, fd, (long)cmd, (long)arg, 0, 0, 0);
 }
 
 /* 0 or 1; anything else is reported and taken as 0. */
@@ -262,26 +284,6 @@ unsigned int mlf_env_mode(void)
 {
 	mlf_init();
 	return cfg.mode;
-}
-
-void *mlf_libc(enum mlf_sym sym)
-{
-	static const char * const names[MLF_SYM_NR] = {
-		"mlock", "mlock2", "munlock", "mlockall", "munlockall", "syscall",
-	};
-	static void *_Atomic fns[MLF_SYM_NR];
-	void *fn = atomic_load_explicit(&fns[sym], memory_order_acquire);
-
-	if (fn)
-		return fn;
-	/* RTLD_NEXT: libc's (or the next interposer's), never our own. */
-	fn = dlsym(RTLD_NEXT, names[sym]);
-	if (!fn) {
-		say("libc lacks %s (glibc >= 2.27 needed)", names[sym]);
-		abort();
-	}
-	atomic_store_explicit(&fns[sym], fn, memory_order_release);
-	return fn;
 }
 
 /*
