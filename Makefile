@@ -134,7 +134,7 @@ TOOL_RPATH ?= -Wl,-rpath,'$$ORIGIN'
 DYN_LDFLAGS = -pthread -ldl $(TOOL_RPATH) $(LDFLAGS)
 DYN_TESTS := $(BIN)/mlockfast_preload_test $(BIN)/mlockfast_lib_test
 LIB_TARGETS := $(BIN)/$(LIB_SONAME) $(BIN)/libmlockfast.so $(BUILD)/mlockfast.pc \
-	$(BIN)/mlf-preload-calls $(BIN)/mlf-fork-lock $(BIN)/mlf-real-libs $(DYN_TESTS)
+	$(BIN)/mlf-preload-calls $(BIN)/mlf-fork-lock $(BIN)/mlf-lock-patterns $(BIN)/mlf-real-libs $(DYN_TESTS)
 userspace: $(LIB_TARGETS)
 
 # What the packages ship, without the tests (no linux-source needed).
@@ -164,7 +164,11 @@ $(BIN)/mlf-preload-calls: test/preload/calls.c $(TEST_LIB) $(TEST_LIB_H) include
 	$(CC) $(USER_CFLAGS) -Itest/selftests/lib -o $@ $< $(TEST_LIB) $(DYN_LDFLAGS)
 
 # Dynamic, so that LD_PRELOAD routes its children's calls.
-$(BIN)/mlf-fork-lock: test/preload/fork-lock.c
+$(BIN)/mlf-fork-lock: test/preload/fork-lock.c include/uapi/linux/mlockfast.h
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -o $@ $< $(DYN_LDFLAGS)
+
+$(BIN)/mlf-lock-patterns: test/preload/lock-patterns.c
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(DYN_LDFLAGS)
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * mlf-fork-lock [-n N] [-s SIZE] [-k none|mlock|mlockall] [-H]: fork N
+ * mlf-fork-lock [-n N] [-s SIZE] [-k none|mlock|mlockall|ioctl] [-H] [-x]: fork N
  * children (after 10 unmeasured, none if SIZE is over 64 MiB) that each map
  * SIZE bytes (in small pages, or with -H in THP), touch them, lock them once
  * through libc (so LD_PRELOAD=libmlockfast.so.1 routes the call) and exit;
@@ -8,9 +8,16 @@
  * fork to reaped, and of the lock call alone (the child's first), p50 and
  * p99, in ns: instructions under --icount.  This is the shape of a
  * short-lived program that locks a secure pool once, and of stress-ng's
- * --mlockmany: the lock's first call and the exit are all of it.
+ * --mlockmany: the lock's first call and the exit are all of it.  "-k
+ * ioctl" locks through /dev/mlockfast directly, opened by the parent, so
+ * that the module's path is measured apart from the library's.  With -x
+ * each child execs this program again before it maps and locks: a freshly
+ * started program's first lock, whose libraries the loader has just run,
+ * rather than a forked child's, which faults in every code page it runs.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +25,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/mlockfast.h>
 
 static long long now_ns(void)
 {
@@ -40,6 +48,7 @@ static int cmp_ll(const void *a, const void *b)
 }
 
 static int thp;
+static int dev = -1;	/* -k ioctl: the parent's descriptor */
 static long long *call_ns;	/* shared: the child's lock call, timed by it */
 
 static void child(size_t size, const char *how)
@@ -60,9 +69,18 @@ static void child(size_t size, const char *how)
 		err = mlock(p, size);
 	else if (!strcmp(how, "mlockall"))
 		err = mlockall(MCL_CURRENT);
+	else if (!strcmp(how, "ioctl")) {
+		struct mlockfast_range r = {
+			.size = sizeof(r), .addr = (unsigned long)p, .len = size,
+		};
+
+		err = ioctl(dev, MLOCKFAST_IOC_LOCK, &r);
+	}
 	*call_ns = now_ns() - t0;
 	_exit(err ? 3 : 0);
 }
+
+static char *self_exe;	/* -x: argv[0] of the exec, or NULL */
 
 static int one(size_t size, const char *how, long long *ns, long long *call)
 {
@@ -70,6 +88,17 @@ static int one(size_t size, const char *how, long long *ns, long long *call)
 	pid_t pid = fork();
 	int st;
 
+	if (pid == 0 && self_exe) {
+		char sz[32], fd[16], *argv[] = {
+			self_exe, "--child", sz, (char *)how, fd,
+			thp ? "1" : "0", NULL,
+		};
+
+		snprintf(sz, sizeof(sz), "%zu", size);
+		snprintf(fd, sizeof(fd), "%d", dev);
+		execv("/proc/self/exe", argv);
+		_exit(4);
+	}
 	if (pid == 0)
 		child(size, how);
 	if (pid < 0 || waitpid(pid, &st, 0) != pid)
@@ -79,7 +108,8 @@ static int one(size_t size, const char *how, long long *ns, long long *call)
 	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
 		fprintf(stderr, "mlf-fork-lock: child exited %d (%s)\n",
 			WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-			WEXITSTATUS(st) == 3 ? "lock failed" : "no memory");
+			WEXITSTATUS(st) == 3 ? "lock failed" :
+			WEXITSTATUS(st) == 4 ? "exec failed" : "no memory");
 		return -1;
 	}
 	return 0;
@@ -92,7 +122,17 @@ int main(int argc, char **argv)
 	long long *t, dummy;
 	int n = 200, opt;
 
-	while ((opt = getopt(argc, argv, "n:s:k:H")) != -1) {
+	/* -x's exec'd child: --child SIZE HOW FD THP, the shared page as fd 3 */
+	if (argc == 6 && !strcmp(argv[1], "--child")) {
+		dev = atoi(argv[4]);
+		thp = atoi(argv[5]);
+		call_ns = mmap(NULL, sizeof(*call_ns), PROT_READ | PROT_WRITE,
+			       MAP_SHARED, 3, 0);
+		if (call_ns == MAP_FAILED)
+			_exit(2);
+		child(strtoul(argv[2], NULL, 0), argv[3]);
+	}
+	while ((opt = getopt(argc, argv, "n:s:k:Hx")) != -1) {
 		switch (opt) {
 		case 'n':
 			n = atoi(optarg);
@@ -106,17 +146,41 @@ int main(int argc, char **argv)
 		case 'H':
 			thp = 1;
 			break;
+		case 'x':
+			self_exe = argv[0];
+			break;
 		default:
 			goto usage;
 		}
 	}
 	if (n <= 0 || !size || (strcmp(how, "none") && strcmp(how, "mlock") &&
-				strcmp(how, "mlockall")))
+				strcmp(how, "mlockall") && strcmp(how, "ioctl")))
 		goto usage;
+	if (!strcmp(how, "ioctl")) {
+		/* (-x: the exec'd child inherits it) */
+		dev = open("/dev/mlockfast", O_RDWR | (self_exe ? 0 : O_CLOEXEC));
+		if (dev < 0) {
+			perror("mlf-fork-lock: /dev/mlockfast");
+			return 1;
+		}
+	}
 	t = calloc(2 * (size_t)n, sizeof(*t));
-	call_ns = mmap(NULL, sizeof(*call_ns), PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (!t || call_ns == MAP_FAILED)
+	if (!t)
+		return 1;
+	if (self_exe) {
+		/* The exec'd child finds the shared page as its fd 3. */
+		int fd = memfd_create("mlf-fork-lock", 0);
+
+		if (fd < 0 || ftruncate(fd, sizeof(*call_ns)) ||
+		    (fd != 3 && dup2(fd, 3) != 3))
+			return 1;
+		call_ns = mmap(NULL, sizeof(*call_ns), PROT_READ | PROT_WRITE,
+			       MAP_SHARED, 3, 0);
+	} else {
+		call_ns = mmap(NULL, sizeof(*call_ns), PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	}
+	if (call_ns == MAP_FAILED)
 		return 1;
 	for (int i = 0; i < (size > (64 << 20) ? 0 : 10); i++)
 		if (one(size, how, &dummy, &dummy))
@@ -131,6 +195,6 @@ int main(int argc, char **argv)
 	free(t);
 	return 0;
 usage:
-	fprintf(stderr, "usage: mlf-fork-lock [-n N] [-s SIZE] [-k none|mlock|mlockall] [-H]\n");
+	fprintf(stderr, "usage: mlf-fork-lock [-n N] [-s SIZE] [-k none|mlock|mlockall|ioctl] [-H] [-x]\n");
 	return 2;
 }
