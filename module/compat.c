@@ -520,7 +520,7 @@ static noinline void *mlf_tree_side(const struct ma_state *mas, bool before)
  * for the neighbour reads above and the tree's own calls after.  Any other
  * shape of tree, and a miss, is left to mas_walk() itself.
  */
-static void *mlf_tree_walk(struct ma_state *mas)
+static __always_inline void *mlf_tree_walk(struct ma_state *mas)
 {
 	unsigned long root = (unsigned long)
 		rcu_dereference_protected(mas->tree->ma_root, true);
@@ -633,6 +633,95 @@ static bool mlf_walked_alone(const struct ma_state *mas,
 	if (!(sides & MLF_LEAF_NEXT))
 		*next = mlf_tree_side(mas, false);
 	return !mlf_side_merges(*next, false, end, newflags);
+}
+
+/*
+ * The neighbour on one side of @vma that a merge could take: the entry
+ * that touches it, or NULL (a gap, or the tree's edge).
+ */
+static void *mlf_touching(void *entry, struct vm_area_struct *vma, bool before)
+{
+	struct vm_area_struct *n = entry;
+
+	if (!entry || xa_is_internal(entry))
+		return entry;
+	return (before ? n->vm_end == vma->vm_start :
+			 n->vm_start == vma->vm_end) ? entry : NULL;
+}
+
+/*
+ * Does the hand-written walk above agree with the kernel's own at @addr?
+ * The VMA, every ma_state field mas_walk() sets, and the neighbours (as
+ * mlf_walked_alone() reads them) against mas_prev() and mas_next().
+ */
+static bool mlf_maple_agrees(struct mm_struct *mm, struct vm_area_struct *vma,
+			     unsigned long addr)
+{
+	MA_STATE(ours, &mm->mm_mt, addr, addr);
+	MA_STATE(ref, &mm->mm_mt, addr, addr);
+	struct ma_state rp, rn;
+	void *prev = NULL, *next = NULL;
+	unsigned int sides;
+
+	if (mlf_tree_walk(&ours) != vma || mas_walk(&ref) != vma)
+		return false;
+	if (ours.node != ref.node || ours.offset != ref.offset ||
+	    ours.index != ref.index || ours.last != ref.last ||
+	    ours.min != ref.min || ours.max != ref.max)
+		return false;
+#ifdef MLF_MAS_HAS_STATUS
+	if (ours.status != ref.status || ours.end != ref.end)
+		return false;
+#endif
+	sides = mlf_leaf_sides(&ours, &prev, &next);
+	if (!(sides & MLF_LEAF_PREV))
+		prev = mlf_tree_side(&ours, true);
+	if (!(sides & MLF_LEAF_NEXT))
+		next = mlf_tree_side(&ours, false);
+	rp = ref;
+	rn = ref;
+	return mlf_touching(prev, vma, true) ==
+	       mlf_touching(mas_prev(&rp, 0), vma, true) &&
+	       mlf_touching(next, vma, false) ==
+	       mlf_touching(mas_next(&rn, ULONG_MAX), vma, false);
+}
+
+/*
+ * debug_selftest: check the raw maple reads on the caller's mm at the first,
+ * middle and last page of each VMA; -EINVAL (and what differed, once) if any
+ * disagrees.  The suite runs it on a process with hundreds of VMAs, so
+ * that its tree has inner nodes and leaf edges.
+ */
+int mlf_maple_selftest(void)
+{
+	VMA_ITERATOR(vmi, current->mm, 0);
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	unsigned long checked = 0, bad = 0;
+	int i;
+
+	if (!mm)
+		return -EINVAL;
+	if (mmap_write_lock_killable(mm))
+		return -EINTR;
+	for_each_vma(vmi, vma) {
+		unsigned long at[3] = {
+			vma->vm_start,
+			vma->vm_start + ((vma->vm_end - vma->vm_start) / 2 & PAGE_MASK),
+			vma->vm_end - 1,
+		};
+
+		for (i = 0; i < 3; i++, checked++) {
+			if (mlf_maple_agrees(mm, vma, at[i]))
+				continue;
+			if (!bad++)
+				pr_err("maple self-test: the walk at %#lx differs from mas_walk()\n",
+				       at[i]);
+		}
+	}
+	mmap_write_unlock(mm);
+	pr_info("maple self-test: %lu walks, %lu differ\n", checked, bad);
+	return bad ? -EINVAL : 0;
 }
 
 /* mlock_fixup() of a piece that neither splits nor merges. */

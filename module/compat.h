@@ -184,6 +184,7 @@ extern unsigned long *mlf_huge_zero_pfn;
 #endif
 
 int mlf_compat_init(const char *debug_require_symbol);
+int mlf_maple_selftest(void);
 
 /*
  * Hold on to this CPU while using its batch, as local_lock() does: without

@@ -86,6 +86,22 @@ MODULE_PARM_DESC(dev_mode, "File mode of /dev/mlockfast (default 0600)");
 module_param(debug_require_symbol, charp, 0444);
 MODULE_PARM_DESC(debug_require_symbol, "Testing: also require this kernel symbol at load");
 
+/* Writing 1 (or loading with it) checks the raw maple reads on the writer's mm. */
+static int mlf_selftest_set(const char *val, const struct kernel_param *kp)
+{
+	bool run;
+	int ret = kstrtobool(val, &run);
+
+	return ret ? ret : run ? mlf_maple_selftest() : 0;
+}
+
+static const struct kernel_param_ops mlf_selftest_ops = {
+	.set = mlf_selftest_set,
+};
+
+module_param_cb(debug_selftest, &mlf_selftest_ops, NULL, 0200);
+MODULE_PARM_DESC(debug_selftest, "Testing: 1 compares our maple walk with the kernel's on the caller's mm");
+
 void mlf_stats_read(struct mlockfast_stats *out)
 {
 	int cpu, i;

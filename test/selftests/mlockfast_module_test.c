@@ -230,4 +230,36 @@ TEST(bad_parameters_refused)
 	EXPECT_TRUE(loaded());
 }
 
+/*
+ * The module's own maple walk (compat.c reads the tree's nodes directly)
+ * against the kernel's mas_walk(), mas_prev() and mas_next(), through the
+ * debug_selftest parameter: on this process with some 900 VMAs (pages of
+ * alternating protection, which cannot merge, and gaps), whose tree has
+ * inner nodes and leaf edges; then at load, on modprobe's own mm.
+ */
+TEST(maple_walk_matches_the_kernels)
+{
+	const size_t n = 1000, page = 4096;
+	char *m = mmap(NULL, n * page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+
+	ASSERT_NE(MAP_FAILED, m);
+	for (size_t i = 0; i < n; i += 2)
+		ASSERT_EQ(0, mprotect(m + i * page, page, PROT_READ | PROT_WRITE));
+	for (size_t i = 3; i < n; i += 10)
+		ASSERT_EQ(0, munmap(m + i * page, page));
+	dmesg_mark();
+	EXPECT_EQ(0, write_file_long("/sys/module/mlockfast/parameters/debug_selftest", 1));
+	EXPECT_EQ(1, dmesg_count(" differ"));
+	EXPECT_EQ(1, dmesg_count(" walks, 0 differ"));
+	EXPECT_EQ(0, munmap(m, n * page));
+	ASSERT_EQ(0, run("rmmod mlockfast"));
+	dmesg_mark();
+	EXPECT_EQ(0, run("modprobe mlockfast debug_selftest=1"));
+	EXPECT_TRUE(loaded());
+	EXPECT_EQ(1, dmesg_count(" walks, 0 differ"));
+	if (!loaded())	/* the load's self-test failed: the rest needs it */
+		EXPECT_EQ(0, run("modprobe mlockfast"));
+}
+
 TEST_HARNESS_MAIN
