@@ -371,6 +371,18 @@ static void mlf_merged_over(struct vm_area_struct *vma, unsigned long from,
 		mlf_skip_pages(ctx, vma, from, to);
 }
 
+/*
+ * mlockall: the VMA ending at @end merged with the one after it, which the
+ * loop now steps over.  mlockall(2) populates every VMA, that one too: its
+ * pages may need a COW break (shared with a child since it was locked).
+ */
+static void mlf_merged_next(struct vm_area_struct *vma, unsigned long end,
+			    struct mlf_ctx *ctx)
+{
+	if (vma && vma->vm_end > end)
+		mlf_skip_pages(ctx, vma, end, vma->vm_end);
+}
+
 static void mlf_account(struct mm_struct *mm, unsigned long start,
 			unsigned long end, vm_flags_t oldflags,
 			vm_flags_t newflags)
@@ -846,9 +858,10 @@ void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, struct mlf_ctx *ctx)
 	mas_for_each(&mas, vma, ULONG_MAX) {
 		vm_flags_t newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) |
 				      to_add;
+		unsigned long end = vma->vm_end;
 
-		mlf_fixup(&mas, vma, &prev, vma->vm_start, vma->vm_end,
-			  newflags, ctx);
+		mlf_fixup(&mas, vma, &prev, vma->vm_start, end, newflags, ctx);
+		mlf_merged_next(prev, end, ctx);
 		mas_pause(&mas);
 		cond_resched();
 	}
@@ -997,10 +1010,12 @@ void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add, struct mlf_ctx *ctx)
 	for_each_vma(vmi, vma) {
 		vm_flags_t newflags = (vma->vm_flags & MLF_VM_LOCKED_CLEAR_MASK) |
 				      to_add;
+		unsigned long end = vma->vm_end;
 
-		if (mlf_fixup(&vmi, vma, &prev, vma->vm_start, vma->vm_end,
-			      newflags, ctx))
+		if (mlf_fixup(&vmi, vma, &prev, vma->vm_start, end, newflags,
+			      ctx))
 			prev = vma;
+		mlf_merged_next(prev, end, ctx);
 		cond_resched();
 	}
 }

@@ -36,16 +36,19 @@ struct mlf_ctx {
 	bool queued;		/* lock: pushed moves on a batch */
 	bool pay;		/* walking to pay runs (mlf_pay_run()) */
 	bool drained;		/* mlf_drain_once() ran */
+	bool idle;		/* unlock: no batch holds anything of ours */
 	int cpu;
 	struct mlf_file *file;	/* the file, whose cache has ... */
 	struct mlf_mm *owner;	/* ... current->mm's state (mm.c) */
-	unsigned long pop_start, pop_end;	/* what populate must visit */
+	struct mlf_pt_cache pt;	/* the call's own, with no owner's to keep */
+	unsigned int nr_pop;	/* ranges populate must visit, in pop[] */
 	unsigned long pages;
 	struct zone *zone;	/* NR_MLOCK change not yet applied ... */
 	long zone_pages;	/* ... to this zone, in pages */
 	int zone_id;		/* page_zone_id() of zone's pages, or -1 */
 	unsigned int nr_runs;	/* lock: runs of private anon pages ... */
-	struct mlf_run runs[4];	/* ... left unmoved, for owner's work (last) */
+	struct mlf_run runs[4];	/* ... left unmoved, for owner's work */
+	struct mlf_run pop[4];	/* (last: not zeroed, as runs[]) */
 };
 
 /* Apply the pending NR_MLOCK change and its vm events. */
@@ -84,13 +87,12 @@ static __always_inline void mlf_acct(struct mlf_ctx *c, struct folio *folio)
 static __always_inline void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode,
 					 bool lock, struct mlf_file *file)
 {
-	/* runs[] is written before it is read: zero only what comes before. */
+	/* runs[], pop[] are written before read: zero only what comes before. */
 	memset(c, 0, offsetof(struct mlf_ctx, runs));
 	c->mode = mode;
 	c->lock = lock;
 	c->cpu = -1;
 	c->file = file;
-	c->pop_start = ULONG_MAX;
 	c->zone_id = -1;
 }
 
@@ -134,6 +136,11 @@ static __always_inline void mlf_ctx_set_owner(struct mlf_ctx *c)
 static __always_inline void mlf_ctx_unlocker(struct mlf_ctx *c)
 {
 	mlf_ctx_set_owner(c);
+	/* Undone in time: deferral pays again (mlf_ctx_owner()). */
+	if (c->owner && unlikely(READ_ONCE(c->owner->held_long)) &&
+	    time_before(jiffies, c->owner->locked_at +
+			msecs_to_jiffies(READ_ONCE(mlf_defer_ms))))
+		WRITE_ONCE(c->owner->held_long, false);
 	/*
 	 * "Remote" means not this CPU's: hold on to the CPU while looking, and
 	 * note it as the walk's, so that a move to another CPU before the
@@ -153,7 +160,14 @@ static __always_inline void mlf_ctx_owner(struct mlf_ctx *c)
 	 * (mlf_finish()).  Reclaim mode leaves private anon pages to reclaim,
 	 * which needs no owner.
 	 */
-	if (!c->owner && c->mode != MLF_RECLAIM)
+	if (!c->owner) {
+		if (c->mode != MLF_RECLAIM)
+			c->mode = MLF_EAGER;
+		return;
+	}
+	c->owner->locked_at = jiffies;
+	/* Its moves would be paid later, by a second walk: pay them now. */
+	if (c->mode == MLF_DEFERRED && unlikely(READ_ONCE(c->owner->held_long)))
 		c->mode = MLF_EAGER;
 }
 
@@ -163,11 +177,50 @@ static __always_inline struct mlf_vma_cache *mlf_ctx_vc(struct mlf_ctx *c)
 	return c->owner ? &c->owner->vc : NULL;
 }
 
+/*
+ * Populate's GUP walk costs about as much per present page as per missing
+ * one: give it only the spans that need it (a few), not one span from the
+ * lowest to the highest, which for mlockall() takes in every present
+ * region between.  Spans closer than this are one: a populate call costs
+ * more than the pages between.
+ */
+#define MLF_POP_GAP	(32 * PAGE_SIZE)
+
 static void mlf_need_populate(struct mlf_ctx *c, unsigned long start,
 			      unsigned long end)
 {
-	c->pop_start = min(c->pop_start, start);
-	c->pop_end = max(c->pop_end, end);
+	struct mlf_run *last = c->nr_pop ? &c->pop[c->nr_pop - 1] : NULL;
+	unsigned int i, at;
+
+	if (last && start < last->start) {	/* not upwards: one span of all */
+		c->pop[0].start = min(c->pop[0].start, start);
+		c->pop[0].end = max(last->end, end);
+		c->nr_pop = 1;
+		return;
+	}
+	/* The walk goes up: extend the last span, or start one above it. */
+	if (last && start <= last->end + MLF_POP_GAP) {
+		last->end = max(last->end, end);
+		return;
+	}
+	if (c->nr_pop < ARRAY_SIZE(c->pop)) {
+		c->pop[c->nr_pop++] = (struct mlf_run){ start, end };
+		return;
+	}
+	/* Full: close the smallest gap, counting the new span's. */
+	at = ARRAY_SIZE(c->pop) - 1;
+	for (i = 0; i + 1 < ARRAY_SIZE(c->pop); i++)
+		if (c->pop[i + 1].start - c->pop[i].end <
+		    c->pop[at].start - c->pop[at - 1].end)
+			at = i + 1;
+	if (start - last->end < c->pop[at].start - c->pop[at - 1].end) {
+		last->end = end;
+		return;
+	}
+	c->pop[at - 1].end = c->pop[at].end;
+	for (i = at; i + 1 < ARRAY_SIZE(c->pop); i++)
+		c->pop[i] = c->pop[i + 1];
+	c->pop[i] = (struct mlf_run){ start, end };
 }
 
 /* Would populate's write fault (COW) change this present pte? */
@@ -331,7 +384,8 @@ mlf_unlock_one(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
 	       unsigned long addr)
 {
 	/* Is a lock of it still owed as a queued move?  Cancel that. */
-	int queued = mlf_batch_cancel(b, folio, c->owner, addr);
+	int queued = c->idle ? MLF_CANCEL_NONE :
+			       mlf_batch_cancel(b, folio, c->owner, addr);
 
 	/*
 	 * Or on another CPU, whatever the folio's flags say: the kernel may
@@ -576,7 +630,19 @@ mlf_unlock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 		if (!page || PageTail(page))
 			break;
 		flags = READ_ONCE(page->flags);
-		if (!mlf_fast_clearable(flags) || !mlf_in_zone(c, page, flags, n))
+		if (unlikely(!mlf_fast_clearable(flags))) {
+			/*
+			 * Locked and moved: the kernel counts its locks, so
+			 * let it undo ours (mlf_unlock_one(), nothing queued).
+			 */
+			if ((flags & (MLF_FAST_FLAGS & ~BIT(PG_lru))) !=
+			    (BIT(PG_unevictable) | BIT(PG_mlocked)) ||
+			    is_zone_device_page(page))
+				break;
+			mlf_to_kernel(c, page_folio(page));
+			continue;
+		}
+		if (!mlf_in_zone(c, page, flags, n))
 			break;
 		if (!folio_test_clear_mlocked(page_folio(page)))
 			continue;	/* unlocked meanwhile: nothing to undo */
@@ -689,6 +755,7 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 	b = NULL;
 	fast = lock ? runs || c->mode == MLF_RECLAIM :
 		      !c->remote && mlf_batch_idle();
+	c->idle = fast && !lock;	/* nothing to cancel (mlf_unlock_one()) */
 	for (pte = start_pte; addr != end; pte++, addr += PAGE_SIZE) {
 		pte_t ptent;
 		struct folio *folio;
@@ -711,8 +778,16 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 		}
 		ptent = ptep_get(pte);
 		if (!pte_present(ptent)) {
+			unsigned long from = addr;
+
+			/* Holes come in runs (a forked child's file pages). */
+			while (addr + PAGE_SIZE != end &&
+			       !pte_present(ptep_get(pte + 1))) {
+				pte++;
+				addr += PAGE_SIZE;
+			}
 			if (populates)
-				mlf_need_populate(c, addr, addr + PAGE_SIZE);
+				mlf_need_populate(c, from, addr + PAGE_SIZE);
 			continue;
 		}
 		if (cow && !pte_write(ptent))
@@ -738,6 +813,7 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 	}
 	mlf_run_sync(c, &rend);
 	mlf_acct_flush(c);
+	c->idle = false;
 	if (b)
 		mlf_batch_put(b, c->mode != MLF_EAGER);
 	mlf_kernel_drain(c);
@@ -799,18 +875,18 @@ static __always_inline void mlf_walk_range(struct mlf_ctx *c,
 					   unsigned long end)
 {
 	bool populates = c->lock && mlf_populates(vma);
-	struct mlf_pt_cache *pt = c->owner ? &c->owner->pt : NULL;
+	struct mlf_pt_cache *pt = c->owner ? &c->owner->pt : &c->pt;
 	unsigned long next;
 
 	for (; addr < end; addr = next) {
-		pmd_t *pmd, *pmds = pt ? READ_ONCE(pt->pmds) : NULL;
+		pmd_t *pmd, *pmds = READ_ONCE(pt->pmds);
 
 		if (pmds && (addr & PUD_MASK) == pt->base) {
 			next = pmd_addr_end(addr, end);
 			pmd = pmds + pmd_index(addr);
 		} else {
 			pmd = mlf_pmd_of(vma->vm_mm, addr, end, &next);
-			if (pmd && pt)
+			if (pmd)
 				mlf_pt_remember(pt, addr, pmd);
 		}
 		if (!pmd || pmd_none(READ_ONCE(*pmd))) {
@@ -874,7 +950,7 @@ static void mlf_finish(struct mlf_ctx *c)
 	 * those that no owner's notifier would void.
 	 */
 	bool apply = c->mode == MLF_EAGER ||
-		     (c->queued && (!c->owner || c->pop_end > c->pop_start));
+		     (c->queued && (!c->owner || c->nr_pop));
 
 	if (c->lock && apply) {
 		if (c->off_lru)
@@ -909,13 +985,16 @@ static int mlf_populate_errno(long ret)
 
 static int mlf_populate(struct mlf_ctx *c, int ignore_errors)
 {
-	long ret;
+	unsigned int i;
+	long ret = 0;
 
-	if (c->pop_end <= c->pop_start)
+	if (!c->nr_pop)
 		return 0;
 	mlf_count(populate_calls, 1);
-	ret = mlf_call(mm_populate)(c->pop_start, c->pop_end - c->pop_start,
-				    ignore_errors);
+	for (i = 0; i < c->nr_pop && !ret; i++)
+		ret = mlf_call(mm_populate)(c->pop[i].start,
+					    c->pop[i].end - c->pop[i].start,
+					    ignore_errors);
 	/*
 	 * The faults mlocked what they mapped through this CPU's kernel
 	 * batch: count those locks now, while they still hold (see
@@ -1109,7 +1188,7 @@ int mlf_lockv(struct mlf_file *file, enum mlf_mode mode,
 		held = true;
 		ret = lock ? mlf_lock_range(&c, start, len, vmflags) :
 			     mlf_unlock_range(&c, start, len);
-		if (!ret && c.pop_end > c.pop_start) {
+		if (!ret && c.nr_pop) {
 			mmap_write_unlock(mm);
 			held = false;
 			ret = mlf_populate(&c, 0);

@@ -145,6 +145,14 @@ struct mlf_mm {
 	/* The zone of the pages the mm's last walk counted, or -1: none. */
 	struct zone *zone;
 	int zone_id;
+	/*
+	 * The mm's locks outlive defer_ms: its work paid runs since an unlock
+	 * last came within defer_ms of a lock (locked_at, jiffies).  Its
+	 * deferred locks then run eager: a move paid later costs a second
+	 * walk, which only an unlock in time saves.
+	 */
+	bool held_long;
+	unsigned long locked_at;
 };
 
 struct mlf_mm *mlf_mm_lookup(struct mlf_file *file, bool create);

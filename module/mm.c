@@ -70,6 +70,8 @@ static void mlf_mm_work(struct work_struct *work)
 	if (!atomic_read(&mm->mm_users))
 		return;
 	mmap_read_lock(mm);
+	if (m->nr_runs)
+		WRITE_ONCE(m->held_long, true);
 	mlf_mm_pay(m);
 	mmap_read_unlock(mm);
 }

@@ -778,6 +778,72 @@ TEST_F(api, first_lock_of_a_process_pays_its_moves)
 }
 
 /*
+ * A deferred lock held past defer_ms has its moves paid by its work, which
+ * walks the pages a second time; eager would have paid them in the lock's
+ * own walk.  So once the work has paid, the process's deferred locks run
+ * eager, until an unlock comes within defer_ms of its lock again.
+ */
+TEST_F(api, locks_held_past_defer_ms_turn_eager)
+{
+	int st;
+	pid_t pid;
+
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 50));
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		int dfd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
+		char *m = anon(NPAGES, 1);
+		struct mlockfast_range r = {
+			.size = sizeof(r), .flags = MLOCKFAST_MODE_DEFERRED,
+			.addr = (uintptr_t)m, .len = NPAGES * PAGE,
+		};
+		struct mlockfast_stats s0, s1;
+		long ue = meminfo_kb("Unevictable");
+
+		if (dfd < 0 || !m || mlf_make_state_fd(dfd))
+			_exit(10);
+		/* Held for 300 ms: the work pays the moves. */
+		if (mlf_stats(&s0) || ioctl(dfd, MLOCKFAST_IOC_LOCK, &r))
+			_exit(11);
+		usleep(300000);
+		if (mlf_stats(&s1) || STAT_DELTA(s0, s1, moves_applied) != NPAGES ||
+		    meminfo_kb("Unevictable") != ue + KB(NPAGES))
+			_exit(12);
+		/* (no work fires from here on; an unlock is always in time) */
+		if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, &r) ||
+		    set_param(PARAM("defer_ms"), 100000))
+			_exit(13);
+		/* The next deferred lock pays its moves itself... */
+		if (mlf_stats(&s0) || ioctl(dfd, MLOCKFAST_IOC_LOCK, &r) ||
+		    mlf_stats(&s1))
+			_exit(14);
+		if (STAT_DELTA(s0, s1, moves_applied) != NPAGES ||
+		    meminfo_kb("Unevictable") != ue + KB(NPAGES))
+			_exit(15);
+		/* ... and its unlock, in time, makes the next one deferred. */
+		if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, &r))
+			_exit(16);
+		if (mlf_stats(&s0) || ioctl(dfd, MLOCKFAST_IOC_LOCK, &r) ||
+		    mlf_stats(&s1))
+			_exit(17);
+		if (STAT_DELTA(s0, s1, moves_applied) ||
+		    STAT_DELTA(s0, s1, moves_queued) != NPAGES ||
+		    meminfo_kb("Unevictable") != ue)
+			_exit(18);
+		if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, &r) ||
+		    meminfo_kb("Unevictable") != ue)
+			_exit(19);
+		_exit(0);
+	}
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	/* 12: the work did not pay; 15: still deferred; 18: still eager */
+	EXPECT_EQ(0, WEXITSTATUS(st));
+}
+
+/*
  * A process that used the device exits without waiting for an SRCU grace
  * period: the kernel waits for one at exit only for an mm with a plain mmu
  * notifier (mn_hlist_release()), ~14 ms each under TCG, and the module's

@@ -1397,6 +1397,31 @@ static const struct op merge_into_locked_next[] = {
 	OPB(OP_UNLOCK, RNG(8, 6), .mode = MLOCKFAST_MODE_EAGER),
 };
 
+/*
+ * mlockall's loop steps over a locked VMA that the one before it merged
+ * into, but mlockall(2) populates every VMA: here the pages still locked
+ * since the mmap (MCL_FUTURE), shared with a child since, need the COW
+ * break too.  The random runs' reduction (MLF_SEED=5048382714103, mixed_a),
+ * after populate was given only the spans the walk noted.
+ */
+static const struct op lockall_merged_next[] = {
+	OPB(OP_LOCKALL, .flags = MCL_FUTURE, .mode = MLOCKFAST_MODE_RECLAIM),
+	OPB(OP_MMAP, RNG(54, 10), .kind = K_MEMFD_PRIV, .fpage = 24,
+	    .prot = PROT_READ | PROT_WRITE),
+	OPB(OP_UNLOCKV, .nv = 1, .v = { { .a = 54, .n = 6 } }),
+	OPB(OP_FORK_HOLD),
+	OPB(OP_LOCKALL, .flags = MCL_CURRENT | MCL_FUTURE,
+	    .mode = MLOCKFAST_MODE_EAGER),
+};
+
+TEST_F_TIMEOUT(random, fixed_lockall_populates_merged_next, 120)
+{
+	fixed_run(_metadata, "fixed_lockall_populates_merged_next",
+		  lockall_merged_next,
+		  sizeof(lockall_merged_next) / sizeof(lockall_merged_next[0]),
+		  64);
+}
+
 TEST_F_TIMEOUT(random, fixed_merge_into_locked_next, 120)
 {
 	fixed_run(_metadata, "fixed_merge_into_locked_next",
