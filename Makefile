@@ -164,17 +164,17 @@ $(BIN)/mlf-preload-calls: test/preload/calls.c $(TEST_LIB) $(TEST_LIB_H) include
 	$(CC) $(USER_CFLAGS) -Itest/selftests/lib -o $@ $< $(TEST_LIB) $(DYN_LDFLAGS)
 
 # Dynamic, so that LD_PRELOAD routes its children's calls.
-$(BIN)/mlf-fork-lock: test/preload/fork-lock.c include/uapi/linux/mlockfast.h
+$(BIN)/mlf-fork-lock: test/preload/fork-lock.c test/preload/timing.h include/uapi/linux/mlockfast.h
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(DYN_LDFLAGS)
 
-$(BIN)/mlf-lock-patterns: test/preload/lock-patterns.c
+$(BIN)/mlf-lock-patterns: test/preload/lock-patterns.c test/preload/timing.h
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(DYN_LDFLAGS)
 
 # Debian's libsodium and libgcrypt as they are (see the source for why the
 # soname).
-$(BIN)/mlf-real-libs: test/preload/real-libs.c
+$(BIN)/mlf-real-libs: test/preload/real-libs.c test/preload/timing.h
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -o $@ $< -l:libsodium.so.23 -lgcrypt $(DYN_LDFLAGS)
 

@@ -26,26 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/mlockfast.h>
+#include "timing.h"
 
-static long long now_ns(void)
-{
-	struct timespec t;
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
-static int pct99(int n)
-{
-	return (n * 99) / 100 < n ? (n * 99) / 100 : n - 1;
-}
-
-static int cmp_ll(const void *a, const void *b)
-{
-	long long x = *(const long long *)a, y = *(const long long *)b;
-
-	return (x > y) - (x < y);
-}
 
 static int thp;
 static int dev = -1;	/* -k ioctl: the parent's descriptor */
@@ -119,7 +103,7 @@ int main(int argc, char **argv)
 {
 	const char *how = "mlock";
 	size_t size = 32768;
-	long long *t, dummy;
+	long long *t, dummy, r[4];
 	int n = 200, opt;
 
 	/* -x's exec'd child: --child SIZE HOW FD THP, the shared page as fd 3 */
@@ -188,10 +172,10 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		if (one(size, how, &t[i], &t[n + i]))
 			return 1;
-	qsort(t, n, sizeof(*t), cmp_ll);
-	qsort(t + n, n, sizeof(*t), cmp_ll);
+	pct(t, n, &r[0], &r[1]);
+	pct(t + n, n, &r[2], &r[3]);
 	printf("fork-lock %-8s size %zu n %d: p50 %lld p99 %lld ns per child, call p50 %lld p99 %lld\n",
-	       how, size, n, t[n / 2], t[pct99(n)], t[n + n / 2], t[n + pct99(n)]);
+	       how, size, n, r[0], r[1], r[2], r[3]);
 	free(t);
 	return 0;
 usage:

@@ -25,33 +25,12 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include "timing.h"
 
 #define WARM	10	/* heap's unmeasured rounds; hold's are 2 */
 
-static long long now_ns(void)
-{
-	struct timespec t;
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
-static int cmp_ll(const void *a, const void *b)
-{
-	long long x = *(const long long *)a, y = *(const long long *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Sort @n samples; the p50 and p99 of them. */
-static void pct(long long *v, int n, long long *p50, long long *p99)
-{
-	int i99 = (n * 99) / 100;
-
-	qsort(v, n, sizeof(*v), cmp_ll);
-	*p50 = v[n / 2];
-	*p99 = v[i99 < n ? i99 : n - 1];
-}
 
 static int n = -1, failed;
 static long long *lock_ns, *unlock_ns, *pair_ns;

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <gcrypt.h>
+#include "timing.h"
 
 int sodium_init(void);
 void *sodium_malloc(size_t size);
@@ -28,20 +29,7 @@ void sodium_free(void *ptr);
 int sodium_mlock(void *addr, size_t len);
 int sodium_munlock(void *addr, size_t len);
 
-static long long now_ns(void)
-{
-	struct timespec t;
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static int cmp_ll(const void *a, const void *b)
-{
-	long long x = *(const long long *)a, y = *(const long long *)b;
-
-	return (x > y) - (x < y);
-}
 
 static char buf[4096] __attribute__((aligned(4096)));
 static long long *child_ns;	/* shared: what a forked child timed, or -1 */
@@ -91,7 +79,7 @@ int main(int argc, char **argv)
 {
 	int (*once)(void) = NULL;
 	int n = argc > 2 ? atoi(argv[2]) : 200;
-	long long *t, t0;
+	long long *t, t0, p50, p99;
 
 	if (argc > 1 && !strcmp(argv[1], "sodium-malloc"))
 		once = sodium_malloc_once;
@@ -120,9 +108,9 @@ int main(int argc, char **argv)
 			goto failed;
 		t[i] = *child_ns >= 0 ? *child_ns : now_ns() - t0;
 	}
-	qsort(t, n, sizeof(*t), cmp_ll);
+	pct(t, n, &p50, &p99);
 	printf("real-libs %-14s n %d: p50 %lld p99 %lld ns per iteration\n",
-	       argv[1], n, t[n / 2], t[(n * 99) / 100]);
+	       argv[1], n, p50, p99);
 	free(t);
 	return 0;
 failed:
