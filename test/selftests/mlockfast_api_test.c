@@ -725,17 +725,15 @@ TEST_F(api, eager_moves_before_return)
 }
 
 /*
- * A process's first lock makes no per-process state, which would cost more
- * than a small lock, and so it defers nothing: its moves are paid before it
- * returns.  The second lock through the same file defers them.  In a fresh
- * child, with a descriptor of its own.
+ * Run @body in a fresh child (an mm with no state of ours), with a
+ * descriptor of its own and a deferred-mode range over NPAGES touched pages;
+ * the child's exit status is what @body returned (10: its own set-up).
  */
-TEST_F(api, first_lock_of_a_process_pays_its_moves)
+static int in_fresh_child(int (*body)(int dfd, struct mlockfast_range *r))
 {
 	int st;
 	pid_t pid;
 
-	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0) {
@@ -745,36 +743,53 @@ TEST_F(api, first_lock_of_a_process_pays_its_moves)
 			.size = sizeof(r), .flags = MLOCKFAST_MODE_DEFERRED,
 			.addr = (uintptr_t)m, .len = NPAGES * PAGE,
 		};
-		struct mlockfast_stats s0, s1;
-		long ue = meminfo_kb("Unevictable");
 
-		if (dfd < 0 || !m || mlf_stats(&s0))
-			_exit(10);
-		if (ioctl(dfd, MLOCKFAST_IOC_LOCK, &r) || mlf_stats(&s1))
-			_exit(11);
-		if (meminfo_kb("Unevictable") != ue + KB(NPAGES) ||
-		    STAT_DELTA(s0, s1, moves_applied) != NPAGES)
-			_exit(12);
-		if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, &r) ||
-		    meminfo_kb("Unevictable") != ue)
-			_exit(13);
-		/* The second: queued, no move yet. */
-		if (mlf_stats(&s0) || ioctl(dfd, MLOCKFAST_IOC_LOCK, &r) ||
-		    mlf_stats(&s1))
-			_exit(14);
-		if (meminfo_kb("Unevictable") != ue ||
-		    STAT_DELTA(s0, s1, moves_queued) != NPAGES ||
-		    STAT_DELTA(s0, s1, moves_applied))
-			_exit(15);
-		if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, &r))
-			_exit(16);
-		_exit(0);
+		_exit(dfd < 0 || !m ? 10 : body(dfd, &r));
 	}
-	ASSERT_LT(0, pid);
-	ASSERT_EQ(pid, waitpid(pid, &st, 0));
-	ASSERT_TRUE(WIFEXITED(st));
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+/*
+ * A process's first lock makes no per-process state, which would cost more
+ * than a small lock, and so it defers nothing: its moves are paid before it
+ * returns.  The second lock through the same file defers them.  In a fresh
+ * child, with a descriptor of its own.
+ */
+static int first_lock_pays(int dfd, struct mlockfast_range *r)
+{
+	struct mlockfast_stats s0, s1;
+	long ue = meminfo_kb("Unevictable");
+
+	if (mlf_stats(&s0))
+		return 10;
+	if (ioctl(dfd, MLOCKFAST_IOC_LOCK, r) || mlf_stats(&s1))
+		return 11;
+	if (meminfo_kb("Unevictable") != ue + KB(NPAGES) ||
+	    STAT_DELTA(s0, s1, moves_applied) != NPAGES)
+		return 12;
+	if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, r) ||
+	    meminfo_kb("Unevictable") != ue)
+		return 13;
+	/* The second: queued, no move yet. */
+	if (mlf_stats(&s0) || ioctl(dfd, MLOCKFAST_IOC_LOCK, r) ||
+	    mlf_stats(&s1))
+		return 14;
+	if (meminfo_kb("Unevictable") != ue ||
+	    STAT_DELTA(s0, s1, moves_queued) != NPAGES ||
+	    STAT_DELTA(s0, s1, moves_applied))
+		return 15;
+	if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, r))
+		return 16;
+	return 0;
+}
+
+TEST_F(api, first_lock_of_a_process_pays_its_moves)
+{
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
 	/* 10: set-up; 11: the lock; 12: its moves were not paid at once... */
-	EXPECT_EQ(0, WEXITSTATUS(st));
+	EXPECT_EQ(0, in_fresh_child(first_lock_pays));
 }
 
 /*
@@ -783,64 +798,52 @@ TEST_F(api, first_lock_of_a_process_pays_its_moves)
  * own walk.  So once the work has paid, the process's deferred locks run
  * eager, until an unlock comes within defer_ms of its lock again.
  */
+static int held_locks_turn_eager(int dfd, struct mlockfast_range *r)
+{
+	struct mlockfast_stats s0, s1;
+	long ue = meminfo_kb("Unevictable");
+
+	if (mlf_make_state_fd(dfd))
+		return 10;
+	/* Held for 300 ms: the work pays the moves. */
+	if (mlf_stats(&s0) || ioctl(dfd, MLOCKFAST_IOC_LOCK, r))
+		return 11;
+	usleep(300000);
+	if (mlf_stats(&s1) || STAT_DELTA(s0, s1, moves_applied) != NPAGES ||
+	    meminfo_kb("Unevictable") != ue + KB(NPAGES))
+		return 12;
+	/* (no work fires from here on; an unlock is always in time) */
+	if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, r) ||
+	    set_param(PARAM("defer_ms"), 100000))
+		return 13;
+	/* The next deferred lock pays its moves itself... */
+	if (mlf_stats(&s0) || ioctl(dfd, MLOCKFAST_IOC_LOCK, r) ||
+	    mlf_stats(&s1))
+		return 14;
+	if (STAT_DELTA(s0, s1, moves_applied) != NPAGES ||
+	    meminfo_kb("Unevictable") != ue + KB(NPAGES))
+		return 15;
+	/* ... and its unlock, in time, makes the next one deferred. */
+	if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, r))
+		return 16;
+	if (mlf_stats(&s0) || ioctl(dfd, MLOCKFAST_IOC_LOCK, r) ||
+	    mlf_stats(&s1))
+		return 17;
+	if (STAT_DELTA(s0, s1, moves_applied) ||
+	    STAT_DELTA(s0, s1, moves_queued) != NPAGES ||
+	    meminfo_kb("Unevictable") != ue)
+		return 18;
+	if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, r) ||
+	    meminfo_kb("Unevictable") != ue)
+		return 19;
+	return 0;
+}
+
 TEST_F(api, locks_held_past_defer_ms_turn_eager)
 {
-	int st;
-	pid_t pid;
-
 	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 50));
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0) {
-		int dfd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
-		char *m = anon(NPAGES, 1);
-		struct mlockfast_range r = {
-			.size = sizeof(r), .flags = MLOCKFAST_MODE_DEFERRED,
-			.addr = (uintptr_t)m, .len = NPAGES * PAGE,
-		};
-		struct mlockfast_stats s0, s1;
-		long ue = meminfo_kb("Unevictable");
-
-		if (dfd < 0 || !m || mlf_make_state_fd(dfd))
-			_exit(10);
-		/* Held for 300 ms: the work pays the moves. */
-		if (mlf_stats(&s0) || ioctl(dfd, MLOCKFAST_IOC_LOCK, &r))
-			_exit(11);
-		usleep(300000);
-		if (mlf_stats(&s1) || STAT_DELTA(s0, s1, moves_applied) != NPAGES ||
-		    meminfo_kb("Unevictable") != ue + KB(NPAGES))
-			_exit(12);
-		/* (no work fires from here on; an unlock is always in time) */
-		if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, &r) ||
-		    set_param(PARAM("defer_ms"), 100000))
-			_exit(13);
-		/* The next deferred lock pays its moves itself... */
-		if (mlf_stats(&s0) || ioctl(dfd, MLOCKFAST_IOC_LOCK, &r) ||
-		    mlf_stats(&s1))
-			_exit(14);
-		if (STAT_DELTA(s0, s1, moves_applied) != NPAGES ||
-		    meminfo_kb("Unevictable") != ue + KB(NPAGES))
-			_exit(15);
-		/* ... and its unlock, in time, makes the next one deferred. */
-		if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, &r))
-			_exit(16);
-		if (mlf_stats(&s0) || ioctl(dfd, MLOCKFAST_IOC_LOCK, &r) ||
-		    mlf_stats(&s1))
-			_exit(17);
-		if (STAT_DELTA(s0, s1, moves_applied) ||
-		    STAT_DELTA(s0, s1, moves_queued) != NPAGES ||
-		    meminfo_kb("Unevictable") != ue)
-			_exit(18);
-		if (ioctl(dfd, MLOCKFAST_IOC_UNLOCK, &r) ||
-		    meminfo_kb("Unevictable") != ue)
-			_exit(19);
-		_exit(0);
-	}
-	ASSERT_LT(0, pid);
-	ASSERT_EQ(pid, waitpid(pid, &st, 0));
-	ASSERT_TRUE(WIFEXITED(st));
 	/* 12: the work did not pay; 15: still deferred; 18: still eager */
-	EXPECT_EQ(0, WEXITSTATUS(st));
+	EXPECT_EQ(0, in_fresh_child(held_locks_turn_eager));
 }
 
 /*
