@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The compat layer: every difference between the supported kernels and
- * every kernel symbol the module resolves at load time lives here and in
- * compat.c.  Adding a kernel series means adding a block to the feature
- * table below, any new symbol to compat.c's list, and a row in the README's
- * supported-kernels table.
+ * The compat layer, the module's bottom: every difference between the
+ * supported kernels and every kernel symbol the module resolves at load
+ * lives here, in compat_symbols.h and compat.c, and in the two headers of
+ * kernel internals read directly (raw_maple.h, raw_mm.h).  None of them
+ * calls anything of the module's.  Adding a kernel series means adding a
+ * block to the feature table below, any new symbol to compat_symbols.h, a
+ * shim where an API changed, and a row in the README's supported-kernels
+ * table.
  *
  * The resolved functions are not exported.  Where a kernel header declares
- * one, compat.c asserts at build time that our prototype is its type; the
- * others are declared only in mm/internal.h or nowhere, so a wrong prototype
- * there is a crash, not a build error: each is written for, and gated on,
- * the feature it was read from.
+ * one, our prototype is its type (typeof); the others are declared only in
+ * mm/internal.h or nowhere, so a wrong prototype there is a crash, not a
+ * build error: each is written for, and gated on, the feature it was read
+ * from.
  */
 #ifndef MLOCKFAST_COMPAT_H
 #define MLOCKFAST_COMPAT_H
@@ -19,6 +22,11 @@
 #include <linux/mm.h>
 #include <linux/huge_mm.h>
 #include <linux/static_call.h>
+#include <linux/dax.h>
+#include <linux/hugetlb_inline.h>
+#include <linux/secretmem.h>
+#include <linux/swap.h>
+#include <linux/workqueue.h>
 
 /*
  * The kernel differences, each named after what it stands for.  The series
@@ -95,63 +103,46 @@
  * every function nobody takes the address of, these ones included, so an
  * indirect call to them would fault on IBT hardware.
  *
- * compat.c resolves each mlf_sc_<name> below to the kernel symbol named
- * beside it; the prototypes are the kernel's, per series.
+ * compat_symbols.h lists them: each static call mlf_sc_<name>, of the
+ * type mlf_proto_<name> below, and the kernel symbol compat.c resolves it
+ * to.
  */
 /* kallsyms_lookup_name, found through a kprobe */
 unsigned long mlf_proto_lookup(const char *name);
 DECLARE_STATIC_CALL(mlf_sc_lookup, mlf_proto_lookup);
 
+/*
+ * Where a kernel header declares the function, our prototype is its type
+ * (typeof): a changed signature is a build error, not an oops.  The others
+ * are declared in mm/internal.h, mm/vma.h or nowhere, and were read from
+ * each series' source, under the feature that names them.
+ */
 #ifdef MLF_HAVE_THP
-/* __pmd_trans_huge_lock */
-spinlock_t *mlf_proto_pmd_trans_huge_lock(pmd_t *pmd,
-					  struct vm_area_struct *vma);
-DECLARE_STATIC_CALL(mlf_sc_pmd_trans_huge_lock, mlf_proto_pmd_trans_huge_lock);
+typeof(__pmd_trans_huge_lock) mlf_proto_pmd_trans_huge_lock;
 #endif
-
-/* __mm_populate */
-int mlf_proto_mm_populate(unsigned long start, unsigned long len,
-			  int ignore_errors);
-DECLARE_STATIC_CALL(mlf_sc_mm_populate, mlf_proto_mm_populate);
-
-void mlf_proto_lru_add_drain(void);
-DECLARE_STATIC_CALL(mlf_sc_lru_add_drain, mlf_proto_lru_add_drain);
-
-int mlf_proto_schedule_on_each_cpu(work_func_t func);
-DECLARE_STATIC_CALL(mlf_sc_schedule_on_each_cpu,
-		    mlf_proto_schedule_on_each_cpu);
-
+typeof(__mm_populate) mlf_proto_mm_populate;
+typeof(lru_add_drain) mlf_proto_lru_add_drain;
+typeof(schedule_on_each_cpu) mlf_proto_schedule_on_each_cpu;
+typeof(vma_is_secretmem) mlf_proto_vma_is_secretmem;
 void mlf_proto_mlock_folio(struct folio *folio);
-DECLARE_STATIC_CALL(mlf_sc_mlock_folio, mlf_proto_mlock_folio);
 
-bool mlf_proto_vma_is_secretmem(struct vm_area_struct *vma);
-DECLARE_STATIC_CALL(mlf_sc_vma_is_secretmem, mlf_proto_vma_is_secretmem);
-
-/* __x64_sys_mlock2, __x64_sys_munlock, ... for legacy mode */
-long mlf_proto_syscall(const struct pt_regs *regs);
-DECLARE_STATIC_CALL(mlf_sc_sys_mlock2, mlf_proto_syscall);
-DECLARE_STATIC_CALL(mlf_sc_sys_munlock, mlf_proto_syscall);
-DECLARE_STATIC_CALL(mlf_sc_sys_mlockall, mlf_proto_syscall);
-DECLARE_STATIC_CALL(mlf_sc_sys_munlockall, mlf_proto_syscall);
+/* __x64_sys_mlock2 and the others, for legacy mode */
+long mlf_proto_sys_mlock2(const struct pt_regs *regs);
+long mlf_proto_sys_munlock(const struct pt_regs *regs);
+long mlf_proto_sys_mlockall(const struct pt_regs *regs);
+long mlf_proto_sys_munlockall(const struct pt_regs *regs);
 
 /* MLF_MLOCK_DRAIN_LOCAL */
 void mlf_proto_mlock_drain_local(void);
-DECLARE_STATIC_CALL(mlf_sc_mlock_drain_local, mlf_proto_mlock_drain_local);
 
 #ifdef MLF_HAVE_MUNLOCK_FOLIO
 void mlf_proto_munlock_folio(struct folio *folio);
-DECLARE_STATIC_CALL(mlf_sc_munlock_folio, mlf_proto_munlock_folio);
 #else
 void mlf_proto_munlock_page(struct page *page);
-DECLARE_STATIC_CALL(mlf_sc_munlock_page, mlf_proto_munlock_page);
 #endif
 
 #ifdef MLF_PTE_TABLES_MAY_VANISH
-/* __pte_offset_map_lock */
-pte_t *mlf_proto_pte_offset_map_lock(struct mm_struct *mm, pmd_t *pmd,
-				     unsigned long addr, spinlock_t **ptlp);
-DECLARE_STATIC_CALL(mlf_sc_pte_offset_map_lock,
-		    mlf_proto_pte_offset_map_lock);
+typeof(__pte_offset_map_lock) mlf_proto_pte_offset_map_lock;
 #endif
 
 #ifdef MLF_HAVE_VMA_MODIFY_FLAGS
@@ -160,21 +151,15 @@ mlf_proto_vma_modify_flags(struct vma_iterator *vmi,
 			   struct vm_area_struct *prev,
 			   struct vm_area_struct *vma, unsigned long start,
 			   unsigned long end, unsigned long new_flags);
-DECLARE_STATIC_CALL(mlf_sc_vma_modify_flags, mlf_proto_vma_modify_flags);
 #else
-struct vm_area_struct *
-mlf_proto_vma_merge(struct mm_struct *mm, struct vm_area_struct *prev,
-		    unsigned long addr, unsigned long end,
-		    unsigned long vm_flags, struct anon_vma *anon_vma,
-		    struct file *file, pgoff_t pgoff, struct mempolicy *policy,
-		    struct vm_userfaultfd_ctx uctx,
-		    struct anon_vma_name *anon_name);
-DECLARE_STATIC_CALL(mlf_sc_vma_merge, mlf_proto_vma_merge);
-
-int mlf_proto_split_vma(struct mm_struct *mm, struct vm_area_struct *vma,
-			unsigned long addr, int new_below);
-DECLARE_STATIC_CALL(mlf_sc_split_vma, mlf_proto_split_vma);
+typeof(vma_merge) mlf_proto_vma_merge;
+typeof(split_vma) mlf_proto_split_vma;
 #endif
+
+#define MLF_SYMBOL(name, ...) \
+	DECLARE_STATIC_CALL(mlf_sc_##name, mlf_proto_##name)
+#include "compat_symbols.h"
+#undef MLF_SYMBOL
 
 #define mlf_call(name) static_call(mlf_sc_##name)
 
@@ -184,7 +169,6 @@ extern unsigned long *mlf_huge_zero_pfn;
 #endif
 
 int mlf_compat_init(const char *debug_require_symbol);
-int mlf_maple_selftest(void);
 
 /*
  * Hold on to this CPU while using its batch, as local_lock() does: without
@@ -240,132 +224,6 @@ static inline void mlf_kernel_munlock(struct folio *folio)
 }
 
 /*
- * pte_val() and pmd_val() are paravirt calls (CONFIG_PARAVIRT_XXL: Debian
- * builds both series with Xen PV support), patched at boot into a move of
- * the raw value everywhere but under Xen PV, where they translate machine
- * frames.  The patched call site still costs instructions on every entry
- * the walk reads: take the raw value directly unless this is Xen PV.
- */
-static __always_inline unsigned long mlf_pte_val(pte_t pte)
-{
-	if (cpu_feature_enabled(X86_FEATURE_XENPV))
-		return pte_val(pte);
-	return native_pte_val(pte);
-}
-
-static __always_inline unsigned long mlf_pmd_val(pmd_t pmd)
-{
-	if (cpu_feature_enabled(X86_FEATURE_XENPV))
-		return pmd_val(pmd);
-	return native_pmd_val(pmd);
-}
-
-/*
- * vm_normal_page() for the VMAs mlock walks: they are never VM_PFNMAP or
- * VM_MIXEDMAP (mlf_vma_lockable), so a special pte (the zero page, devmap)
- * never has a normal folio behind it and any other pte does.
- */
-static __always_inline struct folio *mlf_pte_folio(pte_t pte)
-{
-	struct page *page;
-
-	if (pte_special(pte))
-		return NULL;
-	page = pfn_to_page(pte_pfn(pte));
-	if (is_zone_device_page(page))
-		return NULL;
-	return page_folio(page);
-}
-
-/*
- * The page table @pmd points to, mapped and locked; @pmd was seen to point
- * to one.  NULL (6.12 only) when the table went away: the walk retries.
- *
- * A table stays while the mmap_lock is held, for writing (the lock and
- * unlock walks) or reading (mlf_pay_run()), except on 6.12 where khugepaged
- * retracts a file VMA's tables holding neither, which is why the kernel's
- * pte_offset_map_lock() maps under RCU and checks the pmd again.  An
- * anonymous VMA's tables are collapsed only under the mmap_lock held for
- * writing, and 6.1 retracts under it too: for those, find the table's page
- * once (pte_offset_map_lock() finds it twice, and decodes the pmd as if it
- * could be PROT_NONE or huge each time).
- */
-static inline pte_t *mlf_pte_map_lock(struct vm_area_struct *vma, pmd_t *pmd,
-				      unsigned long addr, spinlock_t **ptl)
-{
-	unsigned long val = mlf_pmd_val(READ_ONCE(*pmd)), pfn;
-
-#ifdef MLF_PTE_TABLES_MAY_VANISH
-	/* (a present table, not a huge page: anything else, ask the kernel) */
-	if (!vma_is_anonymous(vma) ||
-	    (val & (_PAGE_PRESENT | _PAGE_PSE)) != _PAGE_PRESENT)
-		return mlf_call(pte_offset_map_lock)(vma->vm_mm, pmd, addr,
-						     ptl);
-#endif
-	pfn = (val & PTE_PFN_MASK) >> PAGE_SHIFT;
-#ifdef MLF_HAVE_PTDESC
-	*ptl = ptlock_ptr(page_ptdesc(pfn_to_page(pfn)));
-#else
-	*ptl = ptlock_ptr(pfn_to_page(pfn));
-#endif
-#ifdef MLF_PTE_TABLES_MAY_VANISH
-	rcu_read_lock();	/* as pte_offset_map(): pte_unmap() ends it */
-#endif
-	spin_lock(*ptl);
-	return (pte_t *)__va(PFN_PHYS(pfn)) + pte_index(addr);
-}
-
-/*
- * The huge pmd's lock if @pmd maps a folio (or a migration entry of one),
- * else NULL: walk its page table.  Without THP no pmd maps a folio.
- */
-static inline spinlock_t *mlf_pmd_huge_lock(pmd_t *pmd,
-					    struct vm_area_struct *vma)
-{
-#ifdef MLF_HAVE_THP
-	pmd_t pmdv = READ_ONCE(*pmd);
-	unsigned long val = mlf_pmd_val(pmdv);
-
-	/*
-	 * Not pmd_trans_huge() nor pmd_devmap(): neither flag; nor
-	 * is_swap_pmd(): none, or present (pmd_present() without _PAGE_PSE).
-	 */
-	if (!(val & (_PAGE_PSE | _PAGE_DEVMAP)) &&
-	    (pmd_none(pmdv) || (val & (_PAGE_PRESENT | _PAGE_PROTNONE))))
-		return NULL;
-	return mlf_call(pmd_trans_huge_lock)(pmd, vma);
-#else
-	return NULL;
-#endif
-}
-
-/* is_huge_zero_pmd() without the unexported huge_zero_pfn reference. */
-static inline bool mlf_is_huge_zero_pmd(pmd_t pmd)
-{
-#ifdef MLF_HAVE_THP
-	return pmd_present(pmd) &&
-	       READ_ONCE(*mlf_huge_zero_pfn) == pmd_pfn(pmd);
-#else
-	return false;
-#endif
-}
-
-static inline struct folio *mlf_pmd_folio(pmd_t pmd)
-{
-	return page_folio(pmd_page(pmd));
-}
-
-/*
- * A number that names @mm for the life of the boot: x86's TLB generation id
- * (mm->context.ctx_id), never reused and never 0, unlike the mm's address,
- * which a fork loop's next child usually gets.
- */
-static inline u64 mlf_mm_id(const struct mm_struct *mm)
-{
-	return mm->context.ctx_id;
-}
-
-/*
  * Which pte-mapped folios mlock acts on differs by series: 6.1 skips every
  * pte-mapped compound page; 6.12 mlocks a large folio only when the range
  * maps all of it, and munlocks it whenever it is met.  Returns how many ptes
@@ -376,8 +234,24 @@ unsigned int mlf_pte_folio_step(struct folio *folio, struct vm_area_struct *vma,
 				unsigned long start, unsigned long end,
 				bool lock, bool *act);
 
-/* Whether mlock may set VM_LOCKED on the VMA (mlock_fixup's filter). */
-bool mlf_vma_lockable(struct vm_area_struct *vma);
+/*
+ * mlock_fixup()'s test, less its gate VMA check: the VMAs here come from the
+ * mm's tree, and the gate VMA is never in it.
+ */
+static inline bool mlf_vma_lockable(struct vm_area_struct *vma)
+{
+	if (vma->vm_flags & VM_SPECIAL)
+		return false;
+#ifdef VM_DROPPABLE
+	if (vma->vm_flags & VM_DROPPABLE)
+		return false;
+#endif
+	if (is_vm_hugetlb_page(vma))
+		return false;
+	/* DAX and secretmem are files: anonymous memory skips the calls. */
+	return !vma->vm_file ||
+	       (!vma_is_dax(vma) && !mlf_call(vma_is_secretmem)(vma));
+}
 
 /* Set a VMA's flags with the mmap_lock held for writing. */
 static inline void mlf_vma_set_flags(struct vm_area_struct *vma,
@@ -395,50 +269,24 @@ static inline void mlf_vma_set_flags(struct vm_area_struct *vma,
 #define MLF_VM_LOCKED_CLEAR_MASK	(~(VM_LOCKED | VM_LOCKONFAULT))
 
 /*
- * The VMA half of mlock_fixup for one VMA piece: merge or split @vma so that
- * [start, end) is one VMA, account mm->locked_vm, and call the engine's
- * mlf_walk_pages() (with the flags set as mlock sets them) when the pages'
- * lock state changes, or its mlf_skip_pages() for a piece mlock leaves alone
- * but the populate step still visits.  The iteration over VMAs differs by
- * series, so the loops live in compat.c.  Direct calls: this is every
- * call's path, and an indirect call costs a retpoline.
+ * vma_modify_flags() of 6.12: make [start, end) of @vma one VMA with
+ * @newflags, merged into a neighbour (@prev, or the VMA after) or split off.
+ * Returns the VMA that now holds the piece, or an ERR_PTR; @vmi is left on
+ * it, so that vma_next() goes on after it.
  */
-struct mlf_ctx;	/* the engine's, opaque here */
-void mlf_walk_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
-		    unsigned long start, unsigned long end);
-void mlf_skip_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
-		    unsigned long start, unsigned long end);
-
-/*
- * The VMA an mm's last call found alone (neither split nor merged), for the
- * next call to use without a walk if the mm's tree cannot have changed since
- * (6.12, whose per-VMA locks count the mmap_lock's write holds; compat.c
- * says how).  Kept in the mm's state and used with the mmap_lock held for
- * writing.
- */
-#ifdef MLF_HAVE_MM_LOCK_SEQ
-#define MLF_VMA_CACHE 1
+#ifdef MLF_HAVE_VMA_MODIFY_FLAGS
+static inline struct vm_area_struct *
+mlf_vma_modify_flags(struct vma_iterator *vmi, struct vm_area_struct *prev,
+		     struct vm_area_struct *vma, unsigned long start,
+		     unsigned long end, vm_flags_t newflags)
+{
+	return mlf_call(vma_modify_flags)(vmi, prev, vma, start, end, newflags);
+}
+#else
+struct vm_area_struct *
+mlf_vma_modify_flags(struct vma_iterator *vmi, struct vm_area_struct *prev,
+		     struct vm_area_struct *vma, unsigned long start,
+		     unsigned long end, vm_flags_t newflags);
 #endif
-
-struct mlf_vma_cache {
-#ifdef MLF_VMA_CACHE
-	struct vm_area_struct *vma;	/* NULL: none */
-	void *prev, *next;	/* the tree's entries beside it */
-	unsigned int seq;	/* mm->mm_lock_seq in that call */
-	unsigned long stamp;	/* jiffies then */
-#endif
-};
-
-/*
- * As apply_vma_lock_flags(): 0, -ENOMEM for a hole, -EINVAL, or a split
- * error.  @vc: the mm's cache, or NULL.
- */
-int mlf_apply_range(struct mm_struct *mm, struct mlf_vma_cache *vc,
-		    unsigned long start, unsigned long len, vm_flags_t flags,
-		    struct mlf_ctx *ctx);
-
-/* As apply_mlockall_flags() for the VMAs: errors are ignored, as there. */
-void mlf_apply_all(struct mm_struct *mm, vm_flags_t to_add,
-		   struct mlf_ctx *ctx);
 
 #endif /* MLOCKFAST_COMPAT_H */

@@ -24,17 +24,25 @@
 #include <linux/uaccess.h>
 #include <linux/vmstat.h>
 #include "compat.h"
+#include "raw_mm.h"
+#include "vma.h"
 #include "mlockfast.h"
+
+/* What a walk does to the pages it meets. */
+enum mlf_walk {
+	MLF_WALK_UNLOCK,	/* munlock: clear, cancel queued moves */
+	MLF_WALK_LOCK,		/* mlock: set, queue or make the moves */
+	MLF_WALK_PAY,		/* mm.c's work: make the moves runs owe */
+};
 
 struct mlf_ctx {
 	enum mlf_mode mode;
-	bool lock;		/* walking to lock (else to unlock) */
+	enum mlf_walk walk;
 	bool kernel_batch;	/* this CPU's kernel mlock batch holds ours */
 	bool off_lru;		/* locked a folio sitting in an lru_add batch */
 	bool migrated;		/* pushed to more than one CPU's batch */
 	bool remote;		/* unlock: other CPUs may hold our entries */
 	bool queued;		/* lock: pushed moves on a batch */
-	bool pay;		/* walking to pay runs (mlf_pay_run()) */
 	bool drained;		/* mlf_drain_once() ran */
 	bool idle;		/* unlock: no batch holds anything of ours */
 	int cpu;
@@ -51,6 +59,11 @@ struct mlf_ctx {
 	struct mlf_run pop[4];	/* (last: not zeroed, as runs[]) */
 };
 
+static __always_inline bool mlf_locks(const struct mlf_ctx *c)
+{
+	return c->walk == MLF_WALK_LOCK;
+}
+
 /* Apply the pending NR_MLOCK change and its vm events. */
 static __always_inline void mlf_acct_flush(struct mlf_ctx *c)
 {
@@ -58,8 +71,8 @@ static __always_inline void mlf_acct_flush(struct mlf_ctx *c)
 
 	if (!nr)
 		return;
-	mod_zone_page_state(c->zone, NR_MLOCK, c->lock ? nr : -nr);
-	count_vm_events(c->lock ? UNEVICTABLE_PGMLOCKED :
+	mod_zone_page_state(c->zone, NR_MLOCK, mlf_locks(c) ? nr : -nr);
+	count_vm_events(mlf_locks(c) ? UNEVICTABLE_PGMLOCKED :
 			UNEVICTABLE_PGMUNLOCKED, nr);
 	c->pages += nr;
 	c->zone_pages = 0;
@@ -85,12 +98,12 @@ static __always_inline void mlf_acct(struct mlf_ctx *c, struct folio *folio)
 }
 
 static __always_inline void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode,
-					 bool lock, struct mlf_file *file)
+					 enum mlf_walk walk, struct mlf_file *file)
 {
 	/* runs[], pop[] are written before read: zero only what comes before. */
 	memset(c, 0, offsetof(struct mlf_ctx, runs));
 	c->mode = mode;
-	c->lock = lock;
+	c->walk = walk;
 	c->cpu = -1;
 	c->file = file;
 	c->zone_id = -1;
@@ -120,7 +133,7 @@ static void mlf_drain_once(struct mlf_ctx *c)
  */
 static __always_inline void mlf_ctx_set_owner(struct mlf_ctx *c)
 {
-	c->owner = mlf_mm_current(c->file, c->lock);
+	c->owner = mlf_mm_current(c->file, mlf_locks(c));
 	if (c->owner) {
 		c->zone = c->owner->zone;
 		c->zone_id = c->owner->zone_id;
@@ -238,7 +251,7 @@ static bool mlf_populates(struct vm_area_struct *vma)
 static bool mlf_folio_private(struct folio *folio)
 {
 	return folio_test_anon(folio) && !folio_test_large(folio) &&
-	       atomic_read(&folio->_mapcount) == 0;
+	       mlf_folio_mapped_once(folio);
 }
 
 static void mlf_note_cpu(struct mlf_ctx *c)
@@ -271,7 +284,7 @@ static void mlf_kernel_drain(struct mlf_ctx *c)
 /* Leave the folio to the kernel's own mlock_folio()/munlock_folio(). */
 static void mlf_to_kernel(struct mlf_ctx *c, struct folio *folio)
 {
-	if (c->lock)
+	if (mlf_locks(c))
 		mlf_kernel_mlock(folio);
 	else
 		mlf_kernel_munlock(folio);
@@ -459,7 +472,7 @@ static __always_inline bool mlf_fast_set(struct folio *folio,
 					 unsigned long flags)
 {
 	return (flags & MLF_FAST_FLAGS) == BIT(PG_lru) &&
-	       folio_test_anon(folio) && !atomic_read(&folio->_mapcount) &&
+	       folio_test_anon(folio) && mlf_folio_mapped_once(folio) &&
 	       !folio_test_set_mlocked(folio);
 }
 
@@ -483,7 +496,7 @@ static __always_inline void mlf_fast_cleared(struct mlf_ctx *c,
 	unsigned long flags;
 
 	smp_mb__after_atomic();	/* the clear, then the second read */
-	flags = READ_ONCE(folio->flags);
+	flags = mlf_folio_flags(folio);
 	if (unlikely((flags & (BIT(PG_lru) | BIT(PG_unevictable))) != BIT(PG_lru))) {
 		mlf_kernel_munlock(folio);
 		c->kernel_batch = true;
@@ -498,7 +511,7 @@ static __always_inline bool
 mlf_lock_fast(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
 	      unsigned long addr, bool runs, unsigned long *rend)
 {
-	unsigned long flags = READ_ONCE(folio->flags);
+	unsigned long flags = mlf_folio_flags(folio);
 
 	if (!mlf_fast_set(folio, flags))
 		return false;
@@ -526,7 +539,7 @@ mlf_lock_fast(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
 static __always_inline bool mlf_unlock_fast(struct mlf_ctx *c,
 					    struct folio *folio)
 {
-	unsigned long flags = READ_ONCE(folio->flags);
+	unsigned long flags = mlf_folio_flags(folio);
 
 	if (!mlf_fast_clearable(flags))
 		return false;
@@ -544,16 +557,6 @@ static __always_inline bool mlf_unlock_fast(struct mlf_ctx *c,
  * small page in the zone being counted.  They return where they stopped:
  * the general loop takes that page, then comes back.
  */
-static __always_inline struct page *mlf_plain_page(pte_t ptent, bool cow)
-{
-	unsigned long want = _PAGE_PRESENT | (cow ? _PAGE_RW : 0);
-	unsigned long val = mlf_pte_val(ptent);
-
-	if ((val & (want | _PAGE_SPECIAL)) != want)
-		return NULL;
-	/* Present: no PROT_NONE inversion to undo, as pte_pfn() checks. */
-	return pfn_to_page((val & PTE_PFN_MASK) >> PAGE_SHIFT);
-}
 
 /*
  * Is @page, whose flags were read, counted in the zone being counted?  With
@@ -594,7 +597,7 @@ mlf_lock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 
 		if (!page || PageTail(page))
 			break;
-		flags = READ_ONCE(page->flags);
+		flags = mlf_page_flags(page);
 		if (!mlf_in_zone(c, page, flags, addr != start) ||
 		    !mlf_fast_set(page_folio(page), flags))
 			break;
@@ -629,7 +632,7 @@ mlf_unlock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 
 		if (!page || PageTail(page))
 			break;
-		flags = READ_ONCE(page->flags);
+		flags = mlf_page_flags(page);
 		if (unlikely(!mlf_fast_clearable(flags))) {
 			/*
 			 * Locked and moved: the kernel counts its locks, so
@@ -657,7 +660,7 @@ static __always_inline struct mlf_batch *
 mlf_folio_op(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
 	     unsigned long addr)
 {
-	if (c->lock)
+	if (mlf_locks(c))
 		return mlf_lock_one(c, b, folio, addr);
 	return mlf_unlock_one(c, b, folio, addr);
 }
@@ -670,11 +673,12 @@ static void mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
 	struct mlf_batch *b;
 
 	if (!pmd_present(val) || mlf_is_huge_zero_pmd(val)) {
-		if (c->lock && mlf_populates(vma))
+		if (mlf_locks(c) && mlf_populates(vma))
 			mlf_need_populate(c, addr, end);
 		goto out;
 	}
-	if (c->lock && mlf_populates(vma) && mlf_needs_cow(vma, pmd_write(val)))
+	if (mlf_locks(c) && mlf_populates(vma) &&
+	    mlf_needs_cow(vma, pmd_write(val)))
 		mlf_need_populate(c, addr, end);
 	mlf_drain_once(c);
 	b = mlf_batch_get();
@@ -719,9 +723,9 @@ static void mlf_pay_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 			 pmd_t *pmd, unsigned long addr, unsigned long end)
 {
-	bool populates = c->lock && mlf_populates(vma);
+	bool populates = mlf_locks(c) && mlf_populates(vma);
 	bool cow = populates && mlf_needs_cow(vma, false);
-	bool lock = c->lock, runs = c->mode == MLF_DEFERRED;
+	bool lock = mlf_locks(c), runs = c->mode == MLF_DEFERRED;
 	unsigned long start = addr, rend = 0;
 	pte_t *start_pte, *pte;
 	struct mlf_batch *b;
@@ -730,7 +734,7 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 
 	ptl = mlf_pmd_huge_lock(pmd, vma);
 	if (ptl) {
-		if (c->pay)
+		if (c->walk == MLF_WALK_PAY)
 			spin_unlock(ptl);	/* runs hold small folios only */
 		else
 			mlf_pmd_huge(c, pmd, ptl, addr, end, vma);
@@ -739,7 +743,7 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 	start_pte = mlf_pte_map_lock(vma, pmd, addr, &ptl);
 	if (!start_pte)
 		return false;
-	if (c->pay) {
+	if (c->walk == MLF_WALK_PAY) {
 		mlf_pay_ptes(c, start_pte, addr, end);
 		mlf_kernel_drain(c);
 		pte_unmap_unlock(start_pte, ptl);
@@ -805,7 +809,7 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 			continue;
 		}
 		step = mlf_pte_folio_step(folio, vma, pte, addr, start, end,
-					  c->lock, &act);
+					  mlf_locks(c), &act);
 		if (act)
 			b = mlf_folio_op(c, b, folio, addr);
 		pte += step - 1;
@@ -820,18 +824,6 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 	pte_unmap_unlock(start_pte, ptl);
 	cond_resched();
 	return true;
-}
-
-/*
- * An upper-level entry the walk can descend through: present and not a leaf.
- * The VMAs mlock walks map no 1G pages (hugetlb and DAX are skipped), so
- * anything else is empty or bad, and the kernel's walker treats both as
- * empty (it clears bad ones; we leave them alone).  One test of the raw
- * flags costs less than pXd_none() and pXd_bad() together.
- */
-static __always_inline bool mlf_table_entry(unsigned long val)
-{
-	return (val & (_PAGE_PRESENT | _PAGE_PSE)) == _PAGE_PRESENT;
 }
 
 /*
@@ -874,7 +866,7 @@ static __always_inline void mlf_walk_range(struct mlf_ctx *c,
 					   unsigned long addr,
 					   unsigned long end)
 {
-	bool populates = c->lock && mlf_populates(vma);
+	bool populates = mlf_locks(c) && mlf_populates(vma);
 	struct mlf_pt_cache *pt = c->owner ? &c->owner->pt : &c->pt;
 	unsigned long next;
 
@@ -902,9 +894,9 @@ static __always_inline void mlf_walk_range(struct mlf_ctx *c,
 void mlf_walk_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
 		    unsigned long start, unsigned long end)
 {
-	if (c->lock && mlf_populates(vma) && !vma_is_accessible(vma))
+	if (mlf_locks(c) && mlf_populates(vma) && !vma_is_accessible(vma))
 		mlf_need_populate(c, start, end);
-	if (!c->lock && c->owner)
+	if (!mlf_locks(c) && c->owner)
 		mlf_mm_trim(c->owner, start, end);
 	mlf_walk_range(c, vma, start, end);
 	if (c->nr_runs)
@@ -918,7 +910,7 @@ void mlf_walk_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
 void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end)
 {
 	VMA_ITERATOR(vmi, mm, start);
-	struct mlf_ctx c = { .pay = true };
+	struct mlf_ctx c = { .walk = MLF_WALK_PAY };
 	struct vm_area_struct *vma;
 
 	lockdep_assert_held(&mm->mmap_lock);	/* for reading, at least */
@@ -937,7 +929,7 @@ void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end)
 void mlf_skip_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
 		    unsigned long start, unsigned long end)
 {
-	if (c->lock)
+	if (mlf_locks(c))
 		mlf_need_populate(c, start, end);
 }
 
@@ -952,7 +944,7 @@ static void mlf_finish(struct mlf_ctx *c)
 	bool apply = c->mode == MLF_EAGER ||
 		     (c->queued && (!c->owner || c->nr_pop));
 
-	if (c->lock && apply) {
+	if (mlf_locks(c) && apply) {
 		if (c->off_lru)
 			mlf_call(lru_add_drain)();
 		/*
@@ -967,7 +959,7 @@ static void mlf_finish(struct mlf_ctx *c)
 	mlf_kernel_drain(c);
 	if (c->mode >= MLF_EAGER && c->mode <= MLF_LEGACY)
 		mlf_count(mode_pages[c->mode - MLF_EAGER], c->pages);
-	if (c->lock)
+	if (mlf_locks(c))
 		mlf_count(pages_locked, c->pages);
 	else
 		mlf_count(pages_unlocked, c->pages);
@@ -1084,7 +1076,7 @@ static __always_inline int mlf_do_lock(struct mlf_file *file,
 	if (ret)
 		return ret;
 	mlf_align(&start, &len);
-	mlf_ctx_init(&c, mode, true, file);
+	mlf_ctx_init(&c, mode, MLF_WALK_LOCK, file);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	ret = mlf_lock_range(&c, start, len, vmflags);
@@ -1125,7 +1117,7 @@ int mlf_unlock(struct mlf_file *file, enum mlf_mode mode, unsigned long start,
 	if (mode == MLF_LEGACY)
 		return mlf_legacy_unlock(start, len);
 	mlf_align(&start, &len);
-	mlf_ctx_init(&c, mode, false, file);
+	mlf_ctx_init(&c, mode, MLF_WALK_UNLOCK, file);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	ret = mlf_unlock_range(&c, start, len);
@@ -1180,7 +1172,8 @@ int mlf_lockv(struct mlf_file *file, enum mlf_mode mode,
 			continue;
 		}
 		mlf_align(&start, &len);
-		mlf_ctx_init(&c, mode, lock, file);
+		mlf_ctx_init(&c, mode, lock ? MLF_WALK_LOCK : MLF_WALK_UNLOCK,
+			     file);
 		if (!held && mmap_write_lock_killable(mm)) {
 			ret = -EINTR;
 			break;
@@ -1228,7 +1221,7 @@ int mlf_lockall(struct mlf_file *file, enum mlf_mode mode, unsigned int flags)
 	if (mode == MLF_LEGACY)
 		return mlf_legacy_lockall(flags);
 	lock_limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	mlf_ctx_init(&c, mode, true, file);
+	mlf_ctx_init(&c, mode, MLF_WALK_LOCK, file);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	ret = -ENOMEM;
@@ -1266,7 +1259,7 @@ int mlf_unlockall(struct mlf_file *file, enum mlf_mode mode)
 
 		return mlf_call(sys_munlockall)(&regs);
 	}
-	mlf_ctx_init(&c, mode, false, file);
+	mlf_ctx_init(&c, mode, MLF_WALK_UNLOCK, file);
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	mlf_ctx_unlocker(&c);

@@ -11,6 +11,7 @@
 #include <linux/workqueue.h>
 #include <linux/mlockfast.h>
 #include "compat.h"
+#include "vma.h"
 
 #define MLOCKFAST_VERSION "0.1.0"
 

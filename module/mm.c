@@ -31,6 +31,7 @@
 #include <linux/spinlock.h>
 #include <linux/workqueue.h>
 #include "compat.h"
+#include "raw_mm.h"
 #include "mlockfast.h"
 
 enum {

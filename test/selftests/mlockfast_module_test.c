@@ -231,7 +231,7 @@ TEST(bad_parameters_refused)
 }
 
 /*
- * The module's own maple walk (compat.c reads the tree's nodes directly)
+ * The module's own maple walk (raw_maple.h reads the tree's nodes directly)
  * against the kernel's mas_walk(), mas_prev() and mas_next(), through the
  * debug_selftest parameter: on this process with some 900 VMAs (pages of
  * alternating protection, which cannot merge, and gaps), whose tree has
