@@ -221,7 +221,7 @@ unsigned int mlf_pte_folio_step(struct folio *folio, struct vm_area_struct *vma,
 struct vm_area_struct *
 mlf_vma_modify_flags(struct vma_iterator *vmi, struct vm_area_struct *prev,
 		     struct vm_area_struct *vma, unsigned long start,
-		     unsigned long end, vm_flags_t newflags)
+		     unsigned long end, vm_flags_t *newflags)
 {
 	struct mm_struct *mm = vma->vm_mm;
 	struct vm_area_struct *merged;
@@ -229,7 +229,7 @@ mlf_vma_modify_flags(struct vma_iterator *vmi, struct vm_area_struct *prev,
 	int ret = 0;
 
 	pgoff = vma->vm_pgoff + ((start - vma->vm_start) >> PAGE_SHIFT);
-	merged = mlf_call(vma_merge)(mm, prev, start, end, newflags,
+	merged = mlf_call(vma_merge)(mm, prev, start, end, *newflags,
 				     vma->anon_vma, vma->vm_file, pgoff,
 				     vma_policy(vma), vma->vm_userfaultfd_ctx,
 				     anon_vma_name(vma));

@@ -85,6 +85,26 @@
 #endif
 
 /*
+ * MLF_ANON_TABLES_FREED_SHARED: MADV_DONTNEED may free an anonymous VMA's
+ * empty page tables holding the mmap_lock for reading only
+ * (CONFIG_PT_RECLAIM), so a walk under the read lock maps them the
+ * kernel's way.
+ */
+#ifdef CONFIG_PT_RECLAIM
+#define MLF_ANON_TABLES_FREED_SHARED 1
+#endif
+
+/*
+ * The flags VMA merging ignores: VM_SOFTDIRTY, and VM_MAYBE_GUARD where the
+ * kernel has it (both "sticky": a merged VMA keeps them).
+ */
+#ifdef VM_MAYBE_GUARD
+#define MLF_VM_MERGE_IGNORED	(VM_SOFTDIRTY | VM_MAYBE_GUARD)
+#else
+#define MLF_VM_MERGE_IGNORED	VM_SOFTDIRTY
+#endif
+
+/*
  * What the module cannot do without: kallsyms_lookup_name is found through
  * a kprobe, the stale-move notifier is an mmu notifier.  dkms.conf's
  * BUILD_EXCLUSIVE_CONFIG declines such a kernel before this is reached.
@@ -269,24 +289,27 @@ static inline void mlf_vma_set_flags(struct vm_area_struct *vma,
 #define MLF_VM_LOCKED_CLEAR_MASK	(~(VM_LOCKED | VM_LOCKONFAULT))
 
 /*
- * vma_modify_flags() of 6.12: make [start, end) of @vma one VMA with
- * @newflags, merged into a neighbour (@prev, or the VMA after) or split off.
- * Returns the VMA that now holds the piece, or an ERR_PTR; @vmi is left on
- * it, so that vma_next() goes on after it.
+ * vma_modify_flags(): make [start, end) of @vma one VMA with *@newflags,
+ * merged into a neighbour (@prev, or the VMA after) or split off.  Returns
+ * the VMA that now holds the piece, or an ERR_PTR; @vmi is left on it, so
+ * that vma_next() goes on after it.  *@newflags comes back with the flags a
+ * merge gave the VMA (a kernel whose merges keep sticky flags), else as it
+ * went.
  */
 #ifdef MLF_HAVE_VMA_MODIFY_FLAGS
 static inline struct vm_area_struct *
 mlf_vma_modify_flags(struct vma_iterator *vmi, struct vm_area_struct *prev,
 		     struct vm_area_struct *vma, unsigned long start,
-		     unsigned long end, vm_flags_t newflags)
+		     unsigned long end, vm_flags_t *newflags)
 {
-	return mlf_call(vma_modify_flags)(vmi, prev, vma, start, end, newflags);
+	return mlf_call(vma_modify_flags)(vmi, prev, vma, start, end,
+					  *newflags);
 }
 #else
 struct vm_area_struct *
 mlf_vma_modify_flags(struct vma_iterator *vmi, struct vm_area_struct *prev,
 		     struct vm_area_struct *vma, unsigned long start,
-		     unsigned long end, vm_flags_t newflags);
+		     unsigned long end, vm_flags_t *newflags);
 #endif
 
 #endif /* MLOCKFAST_COMPAT_H */

@@ -671,8 +671,11 @@ static void mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
 {
 	pmd_t val = *pmd;
 	struct mlf_batch *b;
+	struct folio *folio;
 
-	if (!pmd_present(val) || mlf_is_huge_zero_pmd(val)) {
+	folio = pmd_present(val) && !mlf_is_huge_zero_pmd(val) ?
+		mlf_pmd_folio(val) : NULL;
+	if (!folio) {
 		if (mlf_locks(c) && mlf_populates(vma))
 			mlf_need_populate(c, addr, end);
 		goto out;
@@ -683,7 +686,7 @@ static void mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
 	mlf_drain_once(c);
 	b = mlf_batch_get();
 	mlf_note_cpu(c);
-	b = mlf_folio_op(c, b, mlf_pmd_folio(val), addr & PMD_MASK);
+	b = mlf_folio_op(c, b, folio, addr & PMD_MASK);
 	mlf_acct_flush(c);
 	mlf_batch_put(b, c->mode != MLF_EAGER);
 	mlf_kernel_drain(c);
@@ -740,7 +743,8 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 			mlf_pmd_huge(c, pmd, ptl, addr, end, vma);
 		return true;
 	}
-	start_pte = mlf_pte_map_lock(vma, pmd, addr, &ptl);
+	start_pte = mlf_pte_map_lock(vma, pmd, addr, &ptl,
+				     c->walk == MLF_WALK_PAY);
 	if (!start_pte)
 		return false;
 	if (c->walk == MLF_WALK_PAY) {
@@ -894,6 +898,16 @@ static __always_inline void mlf_walk_range(struct mlf_ctx *c,
 void mlf_walk_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
 		    unsigned long start, unsigned long end)
 {
+	/*
+	 * The syscall drains this CPU's batches before its walk.  Ours does
+	 * only when its walk needs it, but where an unmap leaves munlocks
+	 * queued there, that drain is what applies them, and Mlocked would
+	 * read otherwise until the next one: drain as the syscall does.
+	 */
+#ifdef MLF_ZAP_LEAVES_MUNLOCKS_QUEUED
+	if (c->walk != MLF_WALK_PAY)
+		mlf_drain_once(c);
+#endif
 	if (mlf_locks(c) && mlf_populates(vma) && !vma_is_accessible(vma))
 		mlf_need_populate(c, start, end);
 	if (!mlf_locks(c) && c->owner)
@@ -1275,7 +1289,7 @@ int mlf_unlockall(struct mlf_file *file, enum mlf_mode mode)
  * mlockall() queued lru_add_drain on every online CPU and waited for all of
  * them, then ran the normal path.  Here the normal path is the stock syscall.
  */
-static void mlf_legacy_drain_one(struct work_struct *work)
+static void mlf_drain_one(struct work_struct *work)
 {
 	mlf_call(lru_add_drain)();
 }
@@ -1283,7 +1297,17 @@ static void mlf_legacy_drain_one(struct work_struct *work)
 static int mlf_legacy_drain(void)
 {
 	mlf_count(legacy_drains, 1);
-	return mlf_call(schedule_on_each_cpu)(mlf_legacy_drain_one);
+	return mlf_call(schedule_on_each_cpu)(mlf_drain_one);
+}
+
+/*
+ * DRAIN: every CPU's kernel LRU and mlock batches too, so that the gauges
+ * read exact after it whatever the kernel left queued there (munlocks of an
+ * unmap or an exit, see MLF_ZAP_LEAVES_MUNLOCKS_QUEUED).
+ */
+int mlf_drain_kernel_batches(void)
+{
+	return mlf_call(schedule_on_each_cpu)(mlf_drain_one);
 }
 
 static int mlf_legacy_lock(unsigned long start, unsigned long len,

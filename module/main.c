@@ -314,7 +314,7 @@ static long mlf_dispatch(struct mlf_file *f, unsigned int cmd,
 		mlf_count(calls_drain, 1);
 		mlf_batch_apply_all();
 		mlf_mm_pay_all();
-		return 0;
+		return mlf_drain_kernel_batches();
 	case MLOCKFAST_IOC_STATS:
 		return mlf_ioc_stats(uarg);
 	}

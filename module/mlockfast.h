@@ -167,6 +167,8 @@ void mlf_mm_cut(struct mlf_mm *m, unsigned long start, unsigned long end);
 void mlf_mm_pay_all(void);
 /* engine.c: the moves a run owes, for what is still locked there. */
 void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end);
+/* engine.c: every CPU's kernel LRU and mlock batches, for DRAIN. */
+int mlf_drain_kernel_batches(void);
 
 /*
  * current->mm's state, for the owner of the entries a lock queues and its

@@ -75,16 +75,22 @@ static __always_inline struct folio *mlf_pte_folio(pte_t pte)
  * anonymous VMA's tables are collapsed only under the mmap_lock held for
  * writing, and 6.1 retracts under it too: for those, find the table's page
  * once (pte_offset_map_lock() finds it twice, and decodes the pmd as if it
- * could be PROT_NONE or huge each time).
+ * could be PROT_NONE or huge each time).  Where MADV_DONTNEED frees empty
+ * tables under the read lock (MLF_ANON_TABLES_FREED_SHARED), a walk holding
+ * only that (@shared) asks the kernel too.
  */
 static inline pte_t *mlf_pte_map_lock(struct vm_area_struct *vma, pmd_t *pmd,
-				      unsigned long addr, spinlock_t **ptl)
+				      unsigned long addr, spinlock_t **ptl,
+				      bool shared)
 {
 	unsigned long val = mlf_pmd_val(READ_ONCE(*pmd)), pfn;
 
 #ifdef MLF_PTE_TABLES_MAY_VANISH
+#ifndef MLF_ANON_TABLES_FREED_SHARED
+	shared = false;
+#endif
 	/* (a present table, not a huge page: anything else, ask the kernel) */
-	if (!vma_is_anonymous(vma) ||
+	if (!vma_is_anonymous(vma) || shared ||
 	    (val & (_PAGE_PRESENT | _PAGE_PSE)) != _PAGE_PRESENT)
 		return mlf_call(pte_offset_map_lock)(vma->vm_mm, pmd, addr,
 						     ptl);
@@ -137,6 +143,7 @@ static inline bool mlf_is_huge_zero_pmd(pmd_t pmd)
 #endif
 }
 
+/* The folio a present pmd maps, NULL for one mlock leaves alone. */
 static inline struct folio *mlf_pmd_folio(pmd_t pmd)
 {
 	return page_folio(pmd_page(pmd));

@@ -49,7 +49,7 @@ static __always_inline void mlf_fixup_pages(struct vm_area_struct *vma,
 
 static bool mlf_mergeable_flags(struct vm_area_struct *vma, vm_flags_t flags)
 {
-	return !((vma->vm_flags ^ flags) & ~VM_SOFTDIRTY);
+	return !((vma->vm_flags ^ flags) & ~MLF_VM_MERGE_IGNORED);
 }
 
 /*
@@ -252,7 +252,7 @@ static void mlf_fixup_in_place(struct vm_area_struct *vma, unsigned long start,
 	mlf_fixup_pages(vma, start, end, oldflags, newflags, ctx);
 }
 
-/* mlock_fixup(); on error *prev is an ERR_PTR, as in 6.12's. */
+/* mlock_fixup(); on error *prev is an ERR_PTR, as in the kernel's. */
 static int mlf_fixup(struct vma_iterator *vmi, struct vm_area_struct *vma,
 		     struct vm_area_struct **prev, unsigned long start,
 		     unsigned long end, vm_flags_t newflags, struct mlf_ctx *ctx)
@@ -266,7 +266,7 @@ static int mlf_fixup(struct vma_iterator *vmi, struct vm_area_struct *vma,
 	}
 	if (!mlf_stays_alone(vma, *prev, &vmi->mas, start, end, newflags))
 		vma = mlf_vma_modify_flags(vmi, *prev, vma, start, end,
-					   newflags);
+					   &newflags);
 	if (IS_ERR(vma)) {
 		ret = PTR_ERR(vma);
 		goto out;
