@@ -8,7 +8,7 @@
 #   make uninstall        DKMS remove (same kernels)
 #   make check            the whole test suite in QEMU, every supported kernel
 #   make ab               the A/B of test_mlock against the syscall, in QEMU
-#   make report           test_mlock and mlock_scale in QEMU on 6.1 and 6.12:
+#   make report           test_mlock and mlock_scale in QEMU on 6.1, 6.12 and 7.2:
 #                         results/<UTC stamp>-<release>/ (tables, CSVs, plots)
 #   make stress           the stress test alone, STRESS_S seconds (default an
 #                         hour) per supported kernel, in QEMU
@@ -24,8 +24,8 @@ TOP := $(CURDIR)
 BUILD := $(TOP)/build
 BIN := $(BUILD)/bin
 
-# Installed kernels of the supported series (6.1 and 6.12).
-SUPPORTED_RE := ^6\.(1|12)\.[0-9]+[-+]
+# Installed kernels of the supported series (6.1, 6.12 and 7.2).
+SUPPORTED_RE := ^(6\.(1|12)|7\.2)\.[0-9]+[-+]
 INSTALLED_KERNELS = $(shell ls /lib/modules 2>/dev/null | grep -E '$(SUPPORTED_RE)' | sort -V)
 # Default: the running kernel if its headers are here, else the newest supported one.
 KERNELRELEASE ?= $(shell r=$$(uname -r); if [ -d /lib/modules/$$r/build ]; then echo $$r; else ls /lib/modules 2>/dev/null | grep -E '$(SUPPORTED_RE)' | sort -V | tail -n 1; fi)
@@ -88,23 +88,28 @@ $(BIN)/%: test/guest/%
 # without libmlockfast.  Dynamic, for LD_PRELOAD; not our code, so not our
 # warning flags.
 KST_PROGS := mlock2-tests mlock-random-test on-fault-limit
-KST_SERIES := $(patsubst /usr/src/linux-source-%.tar.xz,%,$(wildcard /usr/src/linux-source-6.1.tar.xz /usr/src/linux-source-6.12.tar.xz))
+# sid's source (7.2) is in the sid chroot (test/vm/sid-chroot).
+SID ?= /var/cache/mlockfast-sid
+KST_TARS := $(wildcard /usr/src/linux-source-6.1.tar.xz /usr/src/linux-source-6.12.tar.xz \
+	$(SID)/chroot/usr/src/linux-source-7.2.tar.xz)
+KST_SERIES := $(patsubst linux-source-%.tar.xz,%,$(notdir $(KST_TARS)))
 KST_BINS := $(foreach s,$(KST_SERIES),$(addprefix $(BIN)/kernel-selftests/$(s)/,$(KST_PROGS)))
 userspace: $(KST_BINS)
 
-$(BUILD)/kst/%/.extracted: /usr/src/linux-source-%.tar.xz
-	rm -rf $(@D)
-	mkdir -p $(@D)
-	tar -xJf $< -C $(@D) --strip-components=1 --wildcards \
+define KST_RULE
+$(BUILD)/kst/$(1)/.extracted: $(filter %/linux-source-$(1).tar.xz,$(KST_TARS))
+	rm -rf $$(@D)
+	mkdir -p $$(@D)
+	tar -xJf $$< -C $$(@D) --strip-components=1 --wildcards \
 		'*/tools/testing/selftests/kselftest.h' '*/tools/testing/selftests/?m/mlock*' \
 		'*/tools/testing/selftests/?m/on-fault-limit.c' '*/tools/testing/selftests/?m/vm_util.*' \
-		'*/include/uapi/linux/fs.h'
-	touch $@
+		'*/include/uapi/linux/fs.h' '*/include/uapi/linux/mman.h'
+	touch $$@
 
-define KST_RULE
 $(BIN)/kernel-selftests/$(1)/%: $(BUILD)/kst/$(1)/.extracted
 	@mkdir -p $$(@D)
-	$$(CC) -O2 -g -Wall -I$(BUILD)/kst/$(1)/include/uapi -o $$@ \
+	$$(CC) -O2 -g -Wall -I$(BUILD)/kst/$(1)/include/uapi \
+		-I$(BUILD)/kst/$(1)/tools/testing/selftests -o $$@ \
 		$$(wildcard $(BUILD)/kst/$(1)/tools/testing/selftests/?m/$$*.c) \
 		$$(wildcard $(BUILD)/kst/$(1)/tools/testing/selftests/?m/vm_util.c) -lcap
 endef
@@ -254,6 +259,8 @@ install: dkms-source install-lib
 		dkms install -m $(PACKAGE) -v $(VERSION) -k $$k --force; \
 	done
 	dkms status -m $(PACKAGE)
+	@# sid's kernel (7.2): DKMS in the sid chroot, as on a sid host
+	if [ -d $(SID)/chroot ]; then test/vm/sid-dkms-install $(DKMS_SRC); fi
 
 uninstall: uninstall-lib
 	set -e; for k in $(DKMS_KERNELS); do \
@@ -288,7 +295,7 @@ STRESS_S ?= 3600
 stress: deps
 	$(MAKE) userspace
 	$(MAKE) install
-	set -e; for k in 6.1 6.12; do \
+	set -e; for k in 6.1 6.12 7.2; do \
 		test/vm/run --kernel $$k --timeout $$(($(STRESS_S) + 900)) -- \
 			env MLF_STRESS_S=$(STRESS_S) mlockfast_concurrency_test \
 			-t threads_and_processes; \
@@ -315,6 +322,12 @@ style:
 # W=1 build of the module for every installed supported kernel.
 build-all:
 	set -e; for k in $(INSTALLED_KERNELS); do $(MAKE) -C module KVER=$$k W=1; $(MAKE) -C module KVER=$$k clean >/dev/null; done
+	@# sid's kernel, in the sid chroot (its compiler), from a copy of the tree
+	set -e; if [ -d $(SID)/chroot ]; then \
+		rm -rf $(SID)/chroot/root/mlockfast-build; mkdir -p $(SID)/chroot/root/mlockfast-build; \
+		cp -a module include $(SID)/chroot/root/mlockfast-build/; \
+		test/vm/sid-chroot -- sh -c 'cd /root/mlockfast-build && make -C module W=1 KVER=$$(ls /lib/modules | sort -V | tail -n1)'; \
+	fi
 
 clean:
 	-$(MAKE) -C module KVER=$(KERNELRELEASE) clean

@@ -22,6 +22,7 @@
 #include <linux/mm.h>
 #include <linux/huge_mm.h>
 #include <linux/static_call.h>
+#include <linux/stringify.h>
 #include <linux/dax.h>
 #include <linux/hugetlb_inline.h>
 #include <linux/secretmem.h>
@@ -49,12 +50,29 @@
  *				locks one the range maps whole, unlocks any);
  *				else it leaves them alone (6.1)
  * MLF_HAVE_MM_LOCK_SEQ		mm->mm_lock_seq counts the mmap_lock's write
- *				holds (6.12, with CONFIG_PER_VMA_LOCK)
+ *				holds (6.12, 7.2, with CONFIG_PER_VMA_LOCK)
+ * MLF_PTE_OFFSET_MAP_LOCK	the kernel function that maps and locks a
+ *				page table: __pte_offset_map_lock (6.12),
+ *				pte_offset_map_lock (7.2)
+ * MLF_HAVE_PAGE_DEVMAP		x86's _PAGE_DEVMAP bit (pmd_devmap()); gone
+ *				in 7.2
+ * MLF_HAVE_VMA_FLAGS_T		a VMA's flags are a vma_flags_t (7.2): set
+ *				with vma_flags_reset_once(), and
+ *				vma_modify_flags() takes them by pointer and
+ *				gives back the merged VMA's sticky flags
+ * MLF_HAVE_MEMDESC_FLAGS	page->flags and folio->flags are a
+ *				memdesc_flags_t (7.2)
+ * MLF_MLOCK_SKIPS_DEVICE_PMD	mlock leaves a pmd-mapped zone-device folio
+ *				alone (7.2)
+ * MLF_ZAP_LEAVES_MUNLOCKS_QUEUED unmapping leaves its munlocks in this CPU's
+ *				mlock batch (7.2: free_pages_and_swap_cache()
+ *				no longer drains), for the next drain
  */
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 1, 0) && \
 	LINUX_VERSION_CODE < KERNEL_VERSION(6, 2, 0)
 #define MLF_SERIES "6.1"
 #define MLF_MLOCK_DRAIN_LOCAL	"mlock_page_drain_local"
+#define MLF_HAVE_PAGE_DEVMAP 1
 #elif LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0) && \
 	LINUX_VERSION_CODE < KERNEL_VERSION(6, 13, 0)
 #define MLF_SERIES "6.12"
@@ -62,6 +80,8 @@
 #define MLF_HAVE_MUNLOCK_FOLIO 1
 #define MLF_MLOCK_DRAIN_LOCAL	"mlock_drain_local"
 #define MLF_PTE_TABLES_MAY_VANISH 1
+#define MLF_PTE_OFFSET_MAP_LOCK	__pte_offset_map_lock
+#define MLF_HAVE_PAGE_DEVMAP 1
 #define MLF_HAVE_PTDESC 1
 #define MLF_MAS_HAS_STATUS 1
 #define MLF_VMA_FLAGS_NEED_WRITE_LOCK 1
@@ -69,8 +89,27 @@
 #ifdef CONFIG_PER_VMA_LOCK
 #define MLF_HAVE_MM_LOCK_SEQ 1
 #endif
+#elif LINUX_VERSION_CODE >= KERNEL_VERSION(7, 2, 0) && \
+	LINUX_VERSION_CODE < KERNEL_VERSION(7, 3, 0)
+#define MLF_SERIES "7.2"
+#define MLF_HAVE_VMA_MODIFY_FLAGS 1
+#define MLF_HAVE_MUNLOCK_FOLIO 1
+#define MLF_MLOCK_DRAIN_LOCAL	"mlock_drain_local"
+#define MLF_PTE_TABLES_MAY_VANISH 1
+#define MLF_PTE_OFFSET_MAP_LOCK	pte_offset_map_lock
+#define MLF_HAVE_PTDESC 1
+#define MLF_MAS_HAS_STATUS 1
+#define MLF_VMA_FLAGS_NEED_WRITE_LOCK 1
+#define MLF_MLOCK_LARGE_FOLIOS 1
+#define MLF_HAVE_VMA_FLAGS_T 1
+#define MLF_HAVE_MEMDESC_FLAGS 1
+#define MLF_MLOCK_SKIPS_DEVICE_PMD 1
+#define MLF_ZAP_LEAVES_MUNLOCKS_QUEUED 1
+#ifdef CONFIG_PER_VMA_LOCK
+#define MLF_HAVE_MM_LOCK_SEQ 1
+#endif
 #else
-#error "mlockfast supports the 6.1 and 6.12 kernel series only (see README)"
+#error "mlockfast supports the 6.1, 6.12 and 7.2 kernel series only (see README)"
 #endif
 
 /*
@@ -162,10 +201,17 @@ void mlf_proto_munlock_page(struct page *page);
 #endif
 
 #ifdef MLF_PTE_TABLES_MAY_VANISH
-typeof(__pte_offset_map_lock) mlf_proto_pte_offset_map_lock;
+typeof(MLF_PTE_OFFSET_MAP_LOCK) mlf_proto_pte_offset_map_lock;
 #endif
 
-#ifdef MLF_HAVE_VMA_MODIFY_FLAGS
+#if defined(MLF_HAVE_VMA_FLAGS_T)
+/* in mm/vma.h: *vma_flags_ptr in, and out with the merged VMA's flags */
+struct vm_area_struct *
+mlf_proto_vma_modify_flags(struct vma_iterator *vmi,
+			   struct vm_area_struct *prev,
+			   struct vm_area_struct *vma, unsigned long start,
+			   unsigned long end, vma_flags_t *vma_flags_ptr);
+#elif defined(MLF_HAVE_VMA_MODIFY_FLAGS)
 struct vm_area_struct *
 mlf_proto_vma_modify_flags(struct vma_iterator *vmi,
 			   struct vm_area_struct *prev,
@@ -277,7 +323,12 @@ static inline bool mlf_vma_lockable(struct vm_area_struct *vma)
 static inline void mlf_vma_set_flags(struct vm_area_struct *vma,
 				     vm_flags_t flags)
 {
-#ifdef MLF_VMA_FLAGS_NEED_WRITE_LOCK
+#if defined(MLF_HAVE_VMA_FLAGS_T)
+	vma_flags_t f = legacy_to_vma_flags(flags);
+
+	vma_start_write(vma);
+	vma_flags_reset_once(vma, &f);
+#elif defined(MLF_VMA_FLAGS_NEED_WRITE_LOCK)
 	vma_start_write(vma);
 	vm_flags_reset_once(vma, flags);
 #else
@@ -296,7 +347,19 @@ static inline void mlf_vma_set_flags(struct vm_area_struct *vma,
  * merge gave the VMA (a kernel whose merges keep sticky flags), else as it
  * went.
  */
-#ifdef MLF_HAVE_VMA_MODIFY_FLAGS
+#if defined(MLF_HAVE_VMA_FLAGS_T)
+static inline struct vm_area_struct *
+mlf_vma_modify_flags(struct vma_iterator *vmi, struct vm_area_struct *prev,
+		     struct vm_area_struct *vma, unsigned long start,
+		     unsigned long end, vm_flags_t *newflags)
+{
+	vma_flags_t f = legacy_to_vma_flags(*newflags);
+
+	vma = mlf_call(vma_modify_flags)(vmi, prev, vma, start, end, &f);
+	*newflags = vma_flags_to_legacy(f);
+	return vma;
+}
+#elif defined(MLF_HAVE_VMA_MODIFY_FLAGS)
 static inline struct vm_area_struct *
 mlf_vma_modify_flags(struct vma_iterator *vmi, struct vm_area_struct *prev,
 		     struct vm_area_struct *vma, unsigned long start,

@@ -25,7 +25,7 @@ MLF_SYMBOL(munlock_folio, "munlock_folio");
 MLF_SYMBOL(munlock_page, "munlock_page");
 #endif
 #ifdef MLF_PTE_TABLES_MAY_VANISH
-MLF_SYMBOL(pte_offset_map_lock, "__pte_offset_map_lock");
+MLF_SYMBOL(pte_offset_map_lock, __stringify(MLF_PTE_OFFSET_MAP_LOCK));
 #endif
 #ifdef MLF_HAVE_VMA_MODIFY_FLAGS
 MLF_SYMBOL(vma_modify_flags, "vma_modify_flags");

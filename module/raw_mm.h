@@ -123,7 +123,13 @@ static inline spinlock_t *mlf_pmd_huge_lock(pmd_t *pmd,
 	 * Not pmd_trans_huge() nor pmd_devmap(): neither flag; nor
 	 * is_swap_pmd(): none, or present (pmd_present() without _PAGE_PSE).
 	 */
-	if (!(val & (_PAGE_PSE | _PAGE_DEVMAP)) &&
+#ifdef MLF_HAVE_PAGE_DEVMAP
+	const unsigned long huge = _PAGE_PSE | _PAGE_DEVMAP;
+#else
+	const unsigned long huge = _PAGE_PSE;
+#endif
+
+	if (!(val & huge) &&
 	    (pmd_none(pmdv) || (val & (_PAGE_PRESENT | _PAGE_PROTNONE))))
 		return NULL;
 	return mlf_call(pmd_trans_huge_lock)(pmd, vma);
@@ -146,7 +152,13 @@ static inline bool mlf_is_huge_zero_pmd(pmd_t pmd)
 /* The folio a present pmd maps, NULL for one mlock leaves alone. */
 static inline struct folio *mlf_pmd_folio(pmd_t pmd)
 {
-	return page_folio(pmd_page(pmd));
+	struct folio *folio = page_folio(pmd_page(pmd));
+
+#ifdef MLF_MLOCK_SKIPS_DEVICE_PMD
+	if (folio_is_zone_device(folio))
+		return NULL;
+#endif
+	return folio;
 }
 
 /*
@@ -162,12 +174,20 @@ static inline u64 mlf_mm_id(const struct mm_struct *mm)
 /* A folio's or a page's flags word, read once. */
 static __always_inline unsigned long mlf_folio_flags(const struct folio *folio)
 {
+#ifdef MLF_HAVE_MEMDESC_FLAGS
+	return READ_ONCE(folio->flags.f);
+#else
 	return READ_ONCE(folio->flags);
+#endif
 }
 
 static __always_inline unsigned long mlf_page_flags(const struct page *page)
 {
+#ifdef MLF_HAVE_MEMDESC_FLAGS
+	return READ_ONCE(page->flags.f);
+#else
 	return READ_ONCE(page->flags);
+#endif
 }
 
 /* A small folio mapped by exactly one pte (folio_mapcount() == 1). */

@@ -42,6 +42,8 @@ static const char *series(void)
 		return "6.1";
 	if (!strncmp(u.release, "6.12.", 5))
 		return "6.12";
+	if (!strncmp(u.release, "7.2.", 4))
+		return "7.2";
 	return "?";
 }
 
