@@ -128,8 +128,13 @@ int seq_pin(int idx)
 
 char *seq_local_drain(char *at, char *other)
 {
-	return mremap(at, SEQ_PAGE, SEQ_PAGE, MREMAP_MAYMOVE | MREMAP_FIXED,
-		      other);
+	char *moved = mremap(at, SEQ_PAGE, SEQ_PAGE,
+			     MREMAP_MAYMOVE | MREMAP_FIXED, other);
+
+	/* (fails on the PROT_NONE page, after the drain) */
+	if (moved != MAP_FAILED)
+		(void)madvise(moved, SEQ_PAGE, MADV_POPULATE_READ);
+	return moved;
 }
 
 /* One page's residency: E/P mapped (E exclusively), S swapped, r cached. */

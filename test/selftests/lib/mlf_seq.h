@@ -48,9 +48,12 @@ int seq_pin(int idx);
 /*
  * Push this CPU's pending LRU and mlock batches through, cheaply and in a
  * way that works under mlockall() and RLIMIT_MEMLOCK: moving a VMA unmaps
- * its old place, and munmap drains them first thing.  @at is where the
- * one-page scratch VMA is now, @other a free address to move it to; returns
- * the new address (pass it back as @at next time), MAP_FAILED on error.
+ * its old place, and munmap drains them first thing on 6.1 and 6.12; 7.2's
+ * munmap no longer does, but its MADV_POPULATE_READ drains after the
+ * fault-in whatever it found (faultin_page_range()), the scratch's
+ * PROT_NONE page included.  @at is where the one-page scratch VMA is now,
+ * @other a free address to move it to; returns the new address (pass it
+ * back as @at next time), MAP_FAILED on error.
  */
 char *seq_local_drain(char *at, char *other);
 
