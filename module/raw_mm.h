@@ -171,23 +171,22 @@ static inline u64 mlf_mm_id(const struct mm_struct *mm)
 	return mm->context.ctx_id;
 }
 
+/* The word of a page's or folio's flags (a memdesc_flags_t's, 7.2). */
+#ifdef MLF_HAVE_MEMDESC_FLAGS
+#define MLF_FLAGS_WORD(flags)	((flags).f)
+#else
+#define MLF_FLAGS_WORD(flags)	(flags)
+#endif
+
 /* A folio's or a page's flags word, read once. */
 static __always_inline unsigned long mlf_folio_flags(const struct folio *folio)
 {
-#ifdef MLF_HAVE_MEMDESC_FLAGS
-	return READ_ONCE(folio->flags.f);
-#else
-	return READ_ONCE(folio->flags);
-#endif
+	return READ_ONCE(MLF_FLAGS_WORD(folio->flags));
 }
 
 static __always_inline unsigned long mlf_page_flags(const struct page *page)
 {
-#ifdef MLF_HAVE_MEMDESC_FLAGS
-	return READ_ONCE(page->flags.f);
-#else
-	return READ_ONCE(page->flags);
-#endif
+	return READ_ONCE(MLF_FLAGS_WORD(page->flags));
 }
 
 /* A small folio mapped by exactly one pte (folio_mapcount() == 1). */
