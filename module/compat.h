@@ -39,6 +39,8 @@
  *				split_vma() (6.1)
  * MLF_HAVE_MUNLOCK_FOLIO	munlock_folio(); else munlock_page()
  * MLF_MLOCK_DRAIN_LOCAL	the kernel's "drain this CPU's mlock batch"
+ * MLF_NEED_MLOCK_DRAIN		the kernel's "does that CPU's mlock batch
+ *				hold anything"
  * MLF_PTE_TABLES_MAY_VANISH	khugepaged frees a file VMA's page tables
  *				holding no mmap_lock, so they are mapped the
  *				kernel's way, __pte_offset_map_lock() (6.12)
@@ -72,6 +74,7 @@
 	LINUX_VERSION_CODE < KERNEL_VERSION(6, 2, 0)
 #define MLF_SERIES "6.1"
 #define MLF_MLOCK_DRAIN_LOCAL	"mlock_page_drain_local"
+#define MLF_NEED_MLOCK_DRAIN	"need_mlock_page_drain"
 #define MLF_HAVE_PAGE_DEVMAP 1
 #elif LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0) && \
 	LINUX_VERSION_CODE < KERNEL_VERSION(6, 13, 0)
@@ -79,6 +82,7 @@
 #define MLF_HAVE_VMA_MODIFY_FLAGS 1
 #define MLF_HAVE_MUNLOCK_FOLIO 1
 #define MLF_MLOCK_DRAIN_LOCAL	"mlock_drain_local"
+#define MLF_NEED_MLOCK_DRAIN	"need_mlock_drain"
 #define MLF_PTE_TABLES_MAY_VANISH 1
 #define MLF_PTE_OFFSET_MAP_LOCK	__pte_offset_map_lock
 #define MLF_HAVE_PAGE_DEVMAP 1
@@ -95,6 +99,7 @@
 #define MLF_HAVE_VMA_MODIFY_FLAGS 1
 #define MLF_HAVE_MUNLOCK_FOLIO 1
 #define MLF_MLOCK_DRAIN_LOCAL	"mlock_drain_local"
+#define MLF_NEED_MLOCK_DRAIN	"need_mlock_drain"
 #define MLF_PTE_TABLES_MAY_VANISH 1
 #define MLF_PTE_OFFSET_MAP_LOCK	pte_offset_map_lock
 #define MLF_HAVE_PTDESC 1
@@ -191,8 +196,9 @@ long mlf_proto_sys_munlock(const struct pt_regs *regs);
 long mlf_proto_sys_mlockall(const struct pt_regs *regs);
 long mlf_proto_sys_munlockall(const struct pt_regs *regs);
 
-/* MLF_MLOCK_DRAIN_LOCAL */
+/* MLF_MLOCK_DRAIN_LOCAL, MLF_NEED_MLOCK_DRAIN */
 void mlf_proto_mlock_drain_local(void);
+bool mlf_proto_need_mlock_drain(int cpu);
 
 #ifdef MLF_HAVE_MUNLOCK_FOLIO
 void mlf_proto_munlock_folio(struct folio *folio);
@@ -235,29 +241,6 @@ extern unsigned long *mlf_huge_zero_pfn;
 #endif
 
 int mlf_compat_init(const char *debug_require_symbol);
-
-/*
- * Hold on to this CPU while using its batch, as local_lock() does: without
- * PREEMPT_RT by disabling preemption; with it, by disabling migration only.
- * On RT spinlock_t sleeps, and what runs under a batch's lock takes
- * sleeping locks (the kernel's mlock_folio(), munlock_folio(), folio_put(),
- * mlock_drain_local()), so the task must stay preemptible there.
- */
-static __always_inline void mlf_cpu_pin(void)
-{
-	if (IS_ENABLED(CONFIG_PREEMPT_RT))
-		migrate_disable();
-	else
-		preempt_disable();
-}
-
-static __always_inline void mlf_cpu_unpin(void)
-{
-	if (IS_ENABLED(CONFIG_PREEMPT_RT))
-		migrate_enable();
-	else
-		preempt_enable();
-}
 
 /*
  * Before a call into the kernel that takes sleeping locks on PREEMPT_RT:

@@ -19,6 +19,7 @@ MLF_SYMBOL(sys_munlock, "__x64_sys_munlock");
 MLF_SYMBOL(sys_mlockall, "__x64_sys_mlockall");
 MLF_SYMBOL(sys_munlockall, "__x64_sys_munlockall");
 MLF_SYMBOL(mlock_drain_local, MLF_MLOCK_DRAIN_LOCAL);
+MLF_SYMBOL(need_mlock_drain, MLF_NEED_MLOCK_DRAIN);
 #ifdef MLF_HAVE_MUNLOCK_FOLIO
 MLF_SYMBOL(munlock_folio, "munlock_folio");
 #else

@@ -4,8 +4,10 @@
  * munlockall(2) for current->mm, with the syscalls' checks, errnos, VMA
  * layout and accounting, but one page-table walk per VMA piece:
  *
- *  - the walk sets or clears PG_mlocked and Mlocked itself, and queues the
- *    LRU move on a per-CPU batch (batch.c) instead of doing it;
+ *  - the walk sets or clears PG_mlocked and Mlocked itself; the LRU move of
+ *    a private anon page is owed, on the process's runs (mm.c), and an
+ *    unlock that comes first cancels it; every other folio is moved through
+ *    the kernel's own per-CPU mlock batch, drained once per page table;
  *  - folios already on the unevictable list, whose mlock_count matters, go
  *    through the kernel's own mlock_folio()/munlock_folio();
  *  - the walk notes what is missing or needs COW, and only that span goes
@@ -30,8 +32,8 @@
 
 /* What a walk does to the pages it meets. */
 enum mlf_walk {
-	MLF_WALK_UNLOCK,	/* munlock: clear, cancel queued moves */
-	MLF_WALK_LOCK,		/* mlock: set, queue or make the moves */
+	MLF_WALK_UNLOCK,	/* munlock: clear, cancel owed moves */
+	MLF_WALK_LOCK,		/* mlock: set, owe or make the moves */
 	MLF_WALK_PAY,		/* mm.c's work: make the moves runs owe */
 };
 
@@ -39,13 +41,7 @@ struct mlf_ctx {
 	enum mlf_mode mode;
 	enum mlf_walk walk;
 	bool kernel_batch;	/* this CPU's kernel mlock batch holds ours */
-	bool off_lru;		/* locked a folio sitting in an lru_add batch */
-	bool migrated;		/* pushed to more than one CPU's batch */
-	bool remote;		/* unlock: other CPUs may hold our entries */
-	bool queued;		/* lock: pushed moves on a batch */
 	bool drained;		/* mlf_drain_once() ran */
-	bool idle;		/* unlock: no batch holds anything of ours */
-	int cpu;
 	struct mlf_file *file;	/* the file, whose cache has ... */
 	struct mlf_mm *owner;	/* ... current->mm's state (mm.c) */
 	struct mlf_pt_cache pt;	/* the call's own, with no owner's to keep */
@@ -104,7 +100,6 @@ static __always_inline void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode,
 	memset(c, 0, offsetof(struct mlf_ctx, runs));
 	c->mode = mode;
 	c->walk = walk;
-	c->cpu = -1;
 	c->file = file;
 	c->zone_id = -1;
 }
@@ -140,12 +135,7 @@ static __always_inline void mlf_ctx_set_owner(struct mlf_ctx *c)
 	}
 }
 
-/*
- * Before an unlock walks, with mmap_lock held: whose runs it trims, and
- * whether the locks it undoes may be queued on other CPUs (a thread of this
- * mm, or this task before it moved).  Only now, under the lock, can no
- * thread of the mm queue more; a walk that moves CPU looks again (note_cpu).
- */
+/* Before an unlock walks, with mmap_lock held: whose runs it trims. */
 static __always_inline void mlf_ctx_unlocker(struct mlf_ctx *c)
 {
 	mlf_ctx_set_owner(c);
@@ -154,31 +144,24 @@ static __always_inline void mlf_ctx_unlocker(struct mlf_ctx *c)
 	    time_before(jiffies, c->owner->locked_at +
 			msecs_to_jiffies(READ_ONCE(mlf_defer_ms))))
 		WRITE_ONCE(c->owner->held_long, false);
-	/*
-	 * "Remote" means not this CPU's: hold on to the CPU while looking, and
-	 * note it as the walk's, so that a move to another CPU before the
-	 * first page table also counts (mlf_note_cpu()).
-	 */
-	c->cpu = get_cpu();
-	c->remote = mlf_batch_remote_pending();
-	put_cpu();
 }
 
-/* Before a lock walks, with mmap_lock held: who owns the moves it queues. */
+/* Before a lock walks, with mmap_lock held: who owns the moves it owes. */
 static __always_inline void mlf_ctx_owner(struct mlf_ctx *c)
 {
 	mlf_ctx_set_owner(c);
 	/*
-	 * Nothing could void a move left queued: pay before return
-	 * (mlf_finish()).  Reclaim mode leaves private anon pages to reclaim,
-	 * which needs no owner.
+	 * No notifier would pay a move left owing when the mm forks: make
+	 * them all now.
 	 */
 	if (!c->owner) {
-		if (c->mode != MLF_RECLAIM)
-			c->mode = MLF_EAGER;
+		c->mode = MLF_EAGER;
 		return;
 	}
 	c->owner->locked_at = jiffies;
+	/* Reclaim mode leaves moves owing; a fork pays them (mm.c). */
+	if (c->mode == MLF_RECLAIM && !c->owner->unmoved)
+		WRITE_ONCE(c->owner->unmoved, true);
 	/* Its moves would be paid later, by a second walk: pay them now. */
 	if (c->mode == MLF_DEFERRED && unlikely(READ_ONCE(c->owner->held_long)))
 		c->mode = MLF_EAGER;
@@ -254,18 +237,6 @@ static bool mlf_folio_private(struct folio *folio)
 	       mlf_folio_mapped_once(folio);
 }
 
-static void mlf_note_cpu(struct mlf_ctx *c)
-{
-	int cpu = smp_processor_id();
-
-	if (c->cpu != cpu) {
-		c->migrated = c->cpu >= 0;
-		/* The batch we started on is another CPU's now. */
-		c->remote |= c->migrated;
-		c->cpu = cpu;
-	}
-}
-
 /*
  * The kernel's mlock batch is per CPU, and only its CPU drains it.  Drain
  * what the walk queued there before the task can move to another CPU (a
@@ -293,21 +264,22 @@ static void mlf_to_kernel(struct mlf_ctx *c, struct folio *folio)
 }
 
 /*
- * A folio already mlocked but not yet moved is locked again (another VMA
- * maps it, or another process).  Rare, so do it the kernel's way: pay every
- * move we have queued, so the earlier lock is counted, then let the kernel
- * count this one.  A lock still queued in the kernel's own batch of another
- * CPU counts when that batch drains, as it would for mlock(2).
+ * The move now, by the kernel's own per-page step, as mlock(2) takes it (it
+ * finds PG_mlocked set and counts nothing again), into its per-CPU batch,
+ * drained before this page table is left (mlf_kernel_drain()).  Eager mode
+ * does this for every page, the others for every page another lock could
+ * reach before a later move: a folio shared with another mapping, or a file
+ * folio.  Left owing, its lock could be undone by a munlock(2) of another
+ * path, unseen, and the move paid on top of a lock taken again since
+ * (mlock_count one too high: locked for good), or a munlock of that other
+ * lock could find it uncounted (one too low).
  */
-static struct mlf_batch *mlf_lock_again(struct mlf_ctx *c,
-					struct mlf_batch *b,
-					struct folio *folio)
+static void mlf_lock_now(struct mlf_ctx *c, struct folio *folio)
 {
-	mlf_batch_put(b, false);
-	mlf_batch_apply_all();
-	b = mlf_batch_get();
-	mlf_to_kernel(c, folio);
-	return b;
+	mlf_kernel_mlock(folio);
+	c->kernel_batch = true;
+	mlf_count(moves_queued, folio_nr_pages(folio));
+	mlf_count(moves_applied, folio_nr_pages(folio));
 }
 
 /* Add the page at @addr to the call's runs; false when they are full. */
@@ -334,49 +306,40 @@ static void mlf_runs_flush(struct mlf_ctx *c)
 }
 
 /* The hot per-page steps are inlined into the walk: a call each costs more. */
-static __always_inline struct mlf_batch *
-mlf_lock_one(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
-	     unsigned long addr)
+static __always_inline void mlf_lock_one(struct mlf_ctx *c, struct folio *folio,
+					 unsigned long addr)
 {
 	if (folio_test_unevictable(folio)) {
 		/* mlock_count is live: let the kernel raise it. */
 		mlf_to_kernel(c, folio);
-		return b;
+		return;
 	}
 	if (folio_test_set_mlocked(folio)) {
+		/*
+		 * Locked but not yet moved: its mlock(2) or fault waits in a
+		 * kernel mlock batch (another CPU's: the walk drained this
+		 * one).  The kernel counts this lock too when that drains,
+		 * as for mlock(2).  No move we owe is behind it: those are
+		 * of pages mapped once, which a fork pays before another
+		 * lock can reach them.
+		 */
 		if (folio_test_lru(folio))
-			b = mlf_lock_again(c, b, folio);
-		return b;
+			mlf_to_kernel(c, folio);
+		return;
 	}
 	mlf_acct(c, folio);
 	/*
-	 * Eager: the move now, by the kernel's own per-page step, as mlock(2)
-	 * takes it (it finds PG_mlocked set and counts nothing again), into
-	 * its per-CPU batch, drained before this page table is left
-	 * (mlf_kernel_drain()).  Our batch would only add its bookkeeping.
-	 */
-	if (c->mode == MLF_EAGER) {
-		mlf_kernel_mlock(folio);
-		c->kernel_batch = true;
-		mlf_count(moves_queued, folio_nr_pages(folio));
-		mlf_count(moves_applied, folio_nr_pages(folio));
-		return b;
-	}
-	/*
 	 * A small anon folio mapped once can be locked by no VMA but this
-	 * one, so nobody else's lock can be counted in its place before its
-	 * move: reclaim mode leaves the move to reclaim, deferred mode to the
-	 * owner's work, which walks the run again (mlf_pay_run()).  Either
-	 * way the page costs nothing more now, nor when it is unlocked.
+	 * one until the mm forks, and the owner's notifier pays its move
+	 * then (mm.c): reclaim mode leaves the move to reclaim, deferred mode
+	 * to the owner's work, which walks the run again (mlf_pay_run()).
+	 * Either way the page costs nothing more now, nor when it is unlocked.
 	 */
-	if (mlf_folio_private(folio) && folio_test_lru(folio) &&
+	if (c->mode != MLF_EAGER && mlf_folio_private(folio) &&
+	    folio_test_lru(folio) &&
 	    (c->mode == MLF_RECLAIM || mlf_run_extend(c, addr)))
-		return b;
-	if (mlf_batch_push(b, folio, c->owner, addr))
-		c->queued = true;
-	else
-		c->off_lru = true;	/* put back later, and culled then */
-	return b;
+		return;
+	mlf_lock_now(c, folio);
 }
 
 /*
@@ -392,44 +355,19 @@ static void mlf_clear_mlocked(struct mlf_ctx *c, struct folio *folio)
 		mlf_to_kernel(c, folio);
 }
 
-static __always_inline struct mlf_batch *
-mlf_unlock_one(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
-	       unsigned long addr)
+/*
+ * Off the unevictable list nothing counted the lock (a move owed on a run,
+ * or a kernel mlock still batched): clear the flag.  On it, the kernel
+ * counts the locks: it takes this one off.  A move owed on a run is
+ * cancelled by the walk's trim (mlf_walk_pages()).
+ */
+static __always_inline void mlf_unlock_one(struct mlf_ctx *c,
+					   struct folio *folio)
 {
-	/* Is a lock of it still owed as a queued move?  Cancel that. */
-	int queued = c->idle ? MLF_CANCEL_NONE :
-			       mlf_batch_cancel(b, folio, c->owner, addr);
-
-	/*
-	 * Or on another CPU, whatever the folio's flags say: the kernel may
-	 * have moved it or cleared PG_mlocked meanwhile (another mapping's
-	 * lock or unlock), and a move left queued for a lock undone here
-	 * would count a later lock twice.
-	 */
-	if (!queued && c->remote) {
-		mlf_batch_put(b, false);
-		queued = mlf_batch_cancel_remote(folio, c->owner, addr);
-		b = mlf_batch_get();
-	}
-	if (!folio_test_unevictable(folio)) {
-		/* Off the unevictable list nothing counted it: clear the flag. */
+	if (!folio_test_unevictable(folio))
 		mlf_clear_mlocked(c, folio);
-		return b;
-	}
-	/*
-	 * The kernel counts the locks of a folio on the unevictable list.  A
-	 * queued lock taken through another mapping stood for one of those
-	 * locks and is gone instead of ours, which the count holds: unless
-	 * reclaim moved the folio with no count at all.  A queued lock taken
-	 * through this very mapping is the one undone, but the folio was
-	 * moved since: by reclaim, by another mapping's lock (counted), or by
-	 * the syscall undoing and redoing this lock (counted, and then ours to
-	 * count down).  Those cannot be told apart; counting down at worst
-	 * undercounts, which the kernel prefers to a page locked for good.
-	 */
-	if (queued != MLF_CANCEL_OTHER || !READ_ONCE(folio->mlock_count))
+	else
 		mlf_to_kernel(c, folio);
-	return b;
 }
 
 /*
@@ -508,8 +446,8 @@ static __always_inline void mlf_fast_cleared(struct mlf_ctx *c,
  * deferred mode; *@rend as above) or is left to reclaim.
  */
 static __always_inline bool
-mlf_lock_fast(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
-	      unsigned long addr, bool runs, unsigned long *rend)
+mlf_lock_fast(struct mlf_ctx *c, struct folio *folio, unsigned long addr,
+	      bool runs, unsigned long *rend)
 {
 	unsigned long flags = mlf_folio_flags(folio);
 
@@ -527,15 +465,12 @@ mlf_lock_fast(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
 		*rend = c->runs[c->nr_runs - 1].end;
 		return true;
 	}
-	/* No room for another run: queue it as mlf_lock_one() would. */
-	if (mlf_batch_push(b, folio, c->owner, addr))
-		c->queued = true;
-	else
-		c->off_lru = true;
+	/* No room for another run: the move now. */
+	mlf_lock_now(c, folio);
 	return true;
 }
 
-/* Unlock, with no move queued that it could cancel: clear the flag. */
+/* Unlock of a page off the unevictable list: clear the flag. */
 static __always_inline bool mlf_unlock_fast(struct mlf_ctx *c,
 					    struct folio *folio)
 {
@@ -636,7 +571,7 @@ mlf_unlock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 		if (unlikely(!mlf_fast_clearable(flags))) {
 			/*
 			 * Locked and moved: the kernel counts its locks, so
-			 * let it undo ours (mlf_unlock_one(), nothing queued).
+			 * let it undo ours (mlf_unlock_one()).
 			 */
 			if ((flags & (MLF_FAST_FLAGS & ~BIT(PG_lru))) !=
 			    (BIT(PG_unevictable) | BIT(PG_mlocked)) ||
@@ -656,13 +591,13 @@ mlf_unlock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 	return addr;
 }
 
-static __always_inline struct mlf_batch *
-mlf_folio_op(struct mlf_ctx *c, struct mlf_batch *b, struct folio *folio,
-	     unsigned long addr)
+static __always_inline void mlf_folio_op(struct mlf_ctx *c,
+					 struct folio *folio, unsigned long addr)
 {
 	if (mlf_locks(c))
-		return mlf_lock_one(c, b, folio, addr);
-	return mlf_unlock_one(c, b, folio, addr);
+		mlf_lock_one(c, folio, addr);
+	else
+		mlf_unlock_one(c, folio);
 }
 
 static void mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
@@ -670,7 +605,6 @@ static void mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
 			 struct vm_area_struct *vma)
 {
 	pmd_t val = *pmd;
-	struct mlf_batch *b;
 	struct folio *folio;
 
 	folio = pmd_present(val) && !mlf_is_huge_zero_pmd(val) ?
@@ -684,11 +618,8 @@ static void mlf_pmd_huge(struct mlf_ctx *c, pmd_t *pmd, spinlock_t *ptl,
 	    mlf_needs_cow(vma, pmd_write(val)))
 		mlf_need_populate(c, addr, end);
 	mlf_drain_once(c);
-	b = mlf_batch_get();
-	mlf_note_cpu(c);
-	b = mlf_folio_op(c, b, folio, addr & PMD_MASK);
+	mlf_folio_op(c, folio, addr & PMD_MASK);
 	mlf_acct_flush(c);
-	mlf_batch_put(b, c->mode != MLF_EAGER);
 	mlf_kernel_drain(c);
 out:
 	spin_unlock(ptl);
@@ -731,7 +662,6 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 	bool lock = mlf_locks(c), runs = c->mode == MLF_DEFERRED;
 	unsigned long start = addr, rend = 0;
 	pte_t *start_pte, *pte;
-	struct mlf_batch *b;
 	spinlock_t *ptl;	/* the page table's lock, from the kernel */
 	bool fast;
 
@@ -754,16 +684,11 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 		cond_resched();
 		return true;
 	}
-	mlf_note_cpu(c);
 	/*
-	 * The fast paths: a lock whose private anon pages go on runs; an
-	 * unlock with nothing queued anywhere to cancel.  They need no batch:
-	 * this CPU's is taken (locked) when a page first needs it.
+	 * The fast paths: a lock whose private anon pages go on runs (or to
+	 * reclaim); every unlock.
 	 */
-	b = NULL;
-	fast = lock ? runs || c->mode == MLF_RECLAIM :
-		      !c->remote && mlf_batch_idle();
-	c->idle = fast && !lock;	/* nothing to cancel (mlf_unlock_one()) */
+	fast = !lock || runs || c->mode == MLF_RECLAIM;
 	for (pte = start_pte; addr != end; pte++, addr += PAGE_SIZE) {
 		pte_t ptent;
 		struct folio *folio;
@@ -780,10 +705,7 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 			if (addr == end)
 				break;
 		}
-		if (!b) {
-			mlf_drain_once(c);
-			b = mlf_batch_get();
-		}
+		mlf_drain_once(c);
 		ptent = ptep_get(pte);
 		if (!pte_present(ptent)) {
 			unsigned long from = addr;
@@ -804,26 +726,23 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 		if (!folio)
 			continue;
 		/* (the fast paths take small folios only) */
-		if (fast && (lock ? mlf_lock_fast(c, b, folio, addr, runs, &rend) :
+		if (fast && (lock ? mlf_lock_fast(c, folio, addr, runs, &rend) :
 				    mlf_unlock_fast(c, folio)))
 			continue;
 		mlf_run_sync(c, &rend);
 		if (likely(!folio_test_large(folio))) {
-			b = mlf_folio_op(c, b, folio, addr);
+			mlf_folio_op(c, folio, addr);
 			continue;
 		}
 		step = mlf_pte_folio_step(folio, vma, pte, addr, start, end,
 					  mlf_locks(c), &act);
 		if (act)
-			b = mlf_folio_op(c, b, folio, addr);
+			mlf_folio_op(c, folio, addr);
 		pte += step - 1;
 		addr += (step - 1) << PAGE_SHIFT;
 	}
 	mlf_run_sync(c, &rend);
 	mlf_acct_flush(c);
-	c->idle = false;
-	if (b)
-		mlf_batch_put(b, c->mode != MLF_EAGER);
 	mlf_kernel_drain(c);
 	pte_unmap_unlock(start_pte, ptl);
 	cond_resched();
@@ -917,9 +836,49 @@ void mlf_walk_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
 		mlf_runs_flush(c);
 }
 
+static void mlf_drain_one(struct work_struct *work);
+
+static DEFINE_PER_CPU(struct work_struct, mlf_mlock_drain_work);
+static struct cpumask mlf_mlock_drain_cpus;	/* under the mutex */
+static DEFINE_MUTEX(mlf_mlock_drain_mutex);
+
 /*
- * For mm.c's work: pay the moves a run of private anon pages owes, where
- * the pages are still locked; mmap_lock held.
+ * The kernel's mlock batches of the CPUs that hold something, drained
+ * there.  A pay walk needs them empty: a folio whose mlock(2) still waits
+ * in one looks like one whose move we owe (mlocked, not yet moved), and
+ * paying it would count that lock twice.  The mm's own mlock(2) calls are
+ * shut out meanwhile by its mmap_lock, which the caller holds.  Only the
+ * CPUs that need it, as lru_add_drain_all() picks them, and only for the
+ * mlock batch: usually none.
+ */
+static void mlf_drain_kernel_mlocks(void)
+{
+	bool any = false;
+	int cpu;
+
+	for_each_online_cpu(cpu)
+		any |= mlf_call(need_mlock_drain)(cpu);
+	if (!any)
+		return;
+	mutex_lock(&mlf_mlock_drain_mutex);
+	cpumask_clear(&mlf_mlock_drain_cpus);
+	for_each_online_cpu(cpu) {
+		struct work_struct *w = per_cpu_ptr(&mlf_mlock_drain_work, cpu);
+
+		if (!mlf_call(need_mlock_drain)(cpu))
+			continue;
+		INIT_WORK(w, mlf_drain_one);
+		queue_work_on(cpu, system_wq, w);
+		__cpumask_set_cpu(cpu, &mlf_mlock_drain_cpus);
+	}
+	for_each_cpu(cpu, &mlf_mlock_drain_cpus)
+		flush_work(per_cpu_ptr(&mlf_mlock_drain_work, cpu));
+	mutex_unlock(&mlf_mlock_drain_mutex);
+}
+
+/*
+ * For mm.c: pay the moves a run of private anon pages owes, where the
+ * pages are still locked; mmap_lock held.
  */
 void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end)
 {
@@ -928,6 +887,7 @@ void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end)
 	struct vm_area_struct *vma;
 
 	lockdep_assert_held(&mm->mmap_lock);	/* for reading, at least */
+	mlf_drain_kernel_mlocks();
 	/* Folios just put back on the LRU show up as such. */
 	mlf_call(lru_add_drain)();
 	for_each_vma_range(vmi, vma, end)
@@ -950,26 +910,6 @@ void mlf_skip_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
 /* Before the mmap_lock is dropped: make the end state what the mode says. */
 static void mlf_finish(struct mlf_ctx *c)
 {
-	/*
-	 * Populate will break COW: a queued move's folio reference would make
-	 * the kernel copy a page it could reuse.  Pay the moves first, and
-	 * those that no owner's notifier would void.
-	 */
-	bool apply = c->mode == MLF_EAGER ||
-		     (c->queued && (!c->owner || c->nr_pop));
-
-	if (mlf_locks(c) && apply) {
-		if (c->off_lru)
-			mlf_call(lru_add_drain)();
-		/*
-		 * The batch the walk pushed to, wherever this task runs now
-		 * (it may have moved after its last page table).
-		 */
-		if (c->migrated)
-			mlf_batch_apply_all();
-		else if (c->cpu >= 0)
-			mlf_batch_apply_cpu(c->cpu);
-	}
 	mlf_kernel_drain(c);
 	if (c->mode >= MLF_EAGER && c->mode <= MLF_LEGACY)
 		mlf_count(mode_pages[c->mode - MLF_EAGER], c->pages);

@@ -26,7 +26,6 @@ static const char * const mlf_mode_names[] = {
 };
 
 unsigned int mlf_default_mode = MLF_DEFERRED;
-unsigned int mlf_batch_size = 512;
 unsigned int mlf_defer_ms = 10;
 static ushort dev_mode = 0600;
 static char *debug_require_symbol;
@@ -59,28 +58,8 @@ static const struct kernel_param_ops mlf_mode_ops = {
 module_param_cb(default_mode, &mlf_mode_ops, NULL, 0644);
 MODULE_PARM_DESC(default_mode, "Mode when a call names none: eager, deferred (default) or reclaim");
 
-static int mlf_batch_size_set(const char *val, const struct kernel_param *kp)
-{
-	unsigned int n;
-	int ret = kstrtouint(val, 0, &n);
-
-	if (ret)
-		return ret;
-	if (n < 1 || n > MLF_BATCH_MAX)
-		return -EINVAL;
-	WRITE_ONCE(mlf_batch_size, n);
-	return 0;
-}
-
-static const struct kernel_param_ops mlf_batch_size_ops = {
-	.set = mlf_batch_size_set,
-	.get = param_get_uint,
-};
-
-module_param_cb(batch_size, &mlf_batch_size_ops, &mlf_batch_size, 0644);
-MODULE_PARM_DESC(batch_size, "Folios per per-CPU batch, 1..1024 (default 512)");
 module_param_named(defer_ms, mlf_defer_ms, uint, 0644);
-MODULE_PARM_DESC(defer_ms, "Deferred mode: apply a CPU's batch this long after its first entry (default 10)");
+MODULE_PARM_DESC(defer_ms, "Deferred mode: pay a process's owed moves this long after its lock (default 10)");
 module_param(dev_mode, ushort, 0444);
 MODULE_PARM_DESC(dev_mode, "File mode of /dev/mlockfast (default 0600)");
 module_param(debug_require_symbol, charp, 0444);
@@ -133,7 +112,7 @@ void mlf_stats_read(struct mlockfast_stats *out)
 		}
 	}
 	out->mms_tracked = mlf_mm_tracked();
-	out->folios_held = mlf_batch_held();
+	out->folios_held = 0;	/* no folio is held for a move any more */
 }
 
 /* The mode bits of @flags, or the default; -EINVAL for an unknown one. */
@@ -177,7 +156,7 @@ static long mlf_ioc_info(void __user *uarg)
 			    MLOCKFAST_FEAT_DEFERRED | MLOCKFAST_FEAT_RECLAIM |
 			    MLOCKFAST_FEAT_LEGACY,
 		.default_mode = READ_ONCE(mlf_default_mode) << MLOCKFAST_MODE_SHIFT,
-		.batch_size = READ_ONCE(mlf_batch_size),
+		.batch_size = 0,	/* no batch of the module's own */
 	};
 
 	strscpy(info.module_version, MLOCKFAST_VERSION,
@@ -312,7 +291,6 @@ static long mlf_dispatch(struct mlf_file *f, unsigned int cmd,
 		return mlf_ioc_vec(f, uarg, false);
 	case MLOCKFAST_IOC_DRAIN:
 		mlf_count(calls_drain, 1);
-		mlf_batch_apply_all();
 		mlf_mm_pay_all();
 		return mlf_drain_kernel_batches();
 	case MLOCKFAST_IOC_STATS:
@@ -414,13 +392,13 @@ static int __init mlf_init(void)
 
 	if (ret)
 		return ret;
-	ret = mlf_batch_init();
+	ret = mlf_mm_init();
 	if (ret)
 		return ret;
 	mlf_misc.mode = dev_mode;
 	ret = misc_register(&mlf_misc);
 	if (ret) {
-		mlf_batch_exit();
+		mlf_mm_exit();
 		return ret;
 	}
 	pr_info("%s loaded for %s (series %s), default mode %s\n",
@@ -432,7 +410,7 @@ static int __init mlf_init(void)
 static void __exit mlf_exit(void)
 {
 	misc_deregister(&mlf_misc);
-	mlf_batch_exit();
+	mlf_mm_exit();
 }
 
 module_init(mlf_init);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Declarations shared by the device, the engine and the per-CPU batches. */
+/* Declarations shared by the device, the engine and the per-process state. */
 #ifndef MLOCKFAST_H
 #define MLOCKFAST_H
 
@@ -41,7 +41,6 @@ void mlf_stats_read(struct mlockfast_stats *out);
 
 /* Module parameters. */
 extern unsigned int mlf_default_mode;
-extern unsigned int mlf_batch_size;
 extern unsigned int mlf_defer_ms;
 
 /* engine.c: the system calls' semantics, current->mm only. */
@@ -59,33 +58,7 @@ int mlf_lockv(struct mlf_file *file, enum mlf_mode mode,
 	      const struct mlockfast_iovec __user *iov, unsigned int count,
 	      unsigned int flags, bool lock, unsigned int *done);
 
-/* batch.c: per-CPU batches of moves to the unevictable LRU. */
-#define MLF_BATCH_MAX	1024	/* at most 65535: indexes are u16 */
-
-struct mlf_batch;
-
-int mlf_batch_init(void);
-void mlf_batch_exit(void);
-/* get/put bracket pushes: this CPU's batch, locked, the task pinned. */
-struct mlf_batch *mlf_batch_get(void);
-void mlf_batch_put(struct mlf_batch *b, bool deferred);
-bool mlf_batch_push(struct mlf_batch *b, struct folio *folio,
-		    struct mlf_mm *owner, unsigned long addr);
-enum { MLF_CANCEL_NONE, MLF_CANCEL_OTHER, MLF_CANCEL_SAME };
-int mlf_batch_cancel(struct mlf_batch *b, struct folio *folio,
-		     struct mlf_mm *owner, unsigned long addr);
-/* The remote calls take other CPUs' batch locks: hold none yourself. */
-int mlf_batch_cancel_remote(struct folio *folio, struct mlf_mm *owner,
-			    unsigned long addr);
-void mlf_batch_void(struct mlf_mm *owner, unsigned long start,
-		    unsigned long end);
-bool mlf_batch_remote_pending(void);
-void mlf_batch_apply_cpu(int cpu);
-void mlf_batch_apply_all(void);
-unsigned long mlf_batch_held(void);
-bool mlf_batch_idle(void);
-
-/* mm.c: per-mm state, whose notifier voids moves of unmapped pages. */
+/* mm.c: per-mm state, whose runs hold the moves owed, paid at a fork. */
 struct mlf_file {
 	struct mlf_mm *mm;	/* the first mm with state to use this file */
 	/*
@@ -123,7 +96,6 @@ struct mlf_pt_cache {
 struct mlf_mm {
 	struct mmu_interval_notifier mn;
 	struct mm_struct *mm;	/* mmgrab()bed until @m is freed */
-	atomic_t pending;	/* live batch entries owned by this mm */
 	refcount_t ref;		/* the notifier's, and each caching file's */
 	unsigned long state;
 	struct hlist_node node;	/* in mlf_mms until its notifier goes */
@@ -154,28 +126,35 @@ struct mlf_mm {
 	 */
 	bool held_long;
 	unsigned long locked_at;
+	/*
+	 * A reclaim-mode lock left moves owing that no run records: a fork
+	 * pays those of the VMAs it copies (mm.c).
+	 */
+	bool unmoved;
 };
 
 struct mlf_mm *mlf_mm_lookup(struct mlf_file *file, bool create);
 void mlf_mm_uncache(struct mlf_mm *m);
-void mlf_mm_pending_add(struct mlf_mm *m, int n);
 unsigned long mlf_mm_tracked(void);
 int mlf_mm_init(void);
 void mlf_mm_exit(void);
 void mlf_mm_merge_run(struct mlf_mm *m, unsigned long start, unsigned long end);
 void mlf_mm_cut(struct mlf_mm *m, unsigned long start, unsigned long end);
 void mlf_mm_pay_all(void);
-/* engine.c: the moves a run owes, for what is still locked there. */
+/*
+ * engine.c: the moves a run owes, for what is still locked there; also
+ * those a reclaim-mode lock left, in a range a fork copies.
+ */
 void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end);
 /* engine.c: every CPU's kernel LRU and mlock batches, for DRAIN. */
 int mlf_drain_kernel_batches(void);
 
 /*
- * current->mm's state, for the owner of the entries a lock queues and its
- * caches, or NULL: the caller then pays its moves before it returns.  NULL
- * when it cannot be had (no memory, a signal during registration), for an
- * unlock when the mm has none (it then owns nothing queued), and for an mm's
- * first lock (mlf_mm_lookup()).  Call with mmap_lock held for writing.
+ * current->mm's state, for the runs a lock leaves owing and its caches, or
+ * NULL: the caller then makes its moves before it returns.  NULL when it
+ * cannot be had (no memory, a signal during registration), for an unlock
+ * when the mm has none (it then owes nothing), and for an mm's first lock
+ * (mlf_mm_lookup()).  Call with mmap_lock held for writing.
  */
 static inline struct mlf_mm *mlf_mm_current(struct mlf_file *file,
 					    bool create)

@@ -1,19 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Per-process state: an interval notifier over every mm that has used the
- * device.
+ * device, and the runs of private anonymous pages whose moves a lock left
+ * owing (see mlf_lock_one()): a run costs nothing per page until its work,
+ * after defer_ms, moves what is still locked (mlf_pay_run()).
  *
- * A queued move is only right while the lock it pays for still stands.  When
- * the kernel tears down or replaces the mapping that lock was taken through
- * (munmap, a COW break, mremap, migration, exit), it munlocks the folio
- * itself; a later mlock of the same folio by a fault or another VMA would
- * then be counted twice if our move were still paid.  The notifier hears of
- * every such change before the page tables change, and voids the entries of
- * that range.
- *
- * It also keeps the runs of private anonymous pages a deferred lock left on
- * the evictable LRU (see mlf_lock_one()): a run costs nothing per page until
- * its work, after defer_ms, moves what is still locked (mlf_pay_run()).
+ * A move may be left owing only while no lock but the owner's can reach the
+ * page: the page is mapped once.  The notifier hears when that ends, as
+ * fork() write-protects the pages it is about to share, and pays the moves
+ * then, before the child can lock or unlock them.  It also hears of every
+ * unmap, replacement and exit, which forget the cached page table, and
+ * after which the pay walk finds other pages, or none, where a run was.
  *
  * Lifetime: the notifier lives as long as its mm (one reference, dropped from
  * our workqueue after the mm exits, or at unload) and each file that caches
@@ -162,21 +159,30 @@ void mlf_mm_pay_all(void)
 	flush_workqueue(mlf_wq);
 }
 
-void mlf_mm_pending_add(struct mlf_mm *m, int n)
+/*
+ * fork() is about to share the mm's anonymous pages in [start, end) with
+ * the child (copy_page_range() write-protects them first).  The child's
+ * mlock(2) of one would count its own lock, and a munlock(2) of it would
+ * then take the page for unlocked while ours still holds: every move owed
+ * there is paid now, the runs' (all of them: a fork copies every VMA) and
+ * those a reclaim-mode lock left.  The forking task holds the mmap_lock
+ * for writing, as a pay needs it held.
+ */
+static bool mlf_event_is_fork(struct mlf_mm *m,
+			      const struct mmu_notifier_range *r)
 {
-	if (m)
-		atomic_add(n, &m->pending);
+	return r->event == MMU_NOTIFY_PROTECTION_PAGE &&
+	       (m->nr_runs || READ_ONCE(m->unmoved)) &&
+	       mmu_notifier_range_blockable(r) && current->mm == m->mm &&
+	       mlf_mmap_write_held_by_current(m->mm);
 }
 
-/*
- * Mapping changes that leave the page mapped (mprotect, write-protection for
- * fork or KSM, soft-dirty) munlock nothing: the queued moves stay right.
- */
-static bool mlf_event_keeps_mapping(const struct mmu_notifier_range *r)
+static void mlf_mm_pay_for_fork(struct mlf_mm *m, unsigned long start,
+				unsigned long end)
 {
-	return r->event == MMU_NOTIFY_PROTECTION_VMA ||
-	       r->event == MMU_NOTIFY_PROTECTION_PAGE ||
-	       r->event == MMU_NOTIFY_SOFT_DIRTY;
+	mlf_mm_pay(m);
+	if (READ_ONCE(m->unmoved))
+		mlf_pay_run(m->mm, start, end);
 }
 
 /*
@@ -239,8 +245,6 @@ static void mlf_mm_retire_work(struct work_struct *work)
  */
 static void mlf_mm_release(struct mlf_mm *m)
 {
-	if (atomic_read(&m->pending))
-		mlf_batch_void(m, 0, ULONG_MAX);
 	mlf_mm_kill(m);
 	cancel_delayed_work_sync(&m->work);
 	refcount_inc(&m->ref);
@@ -259,9 +263,8 @@ static bool mlf_mm_invalidate(struct mmu_interval_notifier *mn,
 		return true;
 	}
 	mlf_pt_forget(&m->pt, r->start, r->end);
-	if (mlf_event_keeps_mapping(r) || !atomic_read(&m->pending))
-		return true;
-	mlf_batch_void(m, r->start, r->end);
+	if (mlf_event_is_fork(m, r))
+		mlf_mm_pay_for_fork(m, r->start, r->end);
 	return true;
 }
 

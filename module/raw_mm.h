@@ -15,7 +15,10 @@
  *    at ZONEID_PGSHIFT, the zone id; a small folio mapped once has
  *    _mapcount 0;
  *  - mm->context.ctx_id is never reused; mm->mm_lock_seq counts the
- *    mmap_lock's write holds (MLF_HAVE_MM_LOCK_SEQ).
+ *    mmap_lock's write holds (MLF_HAVE_MM_LOCK_SEQ);
+ *  - a writer holding an rwsem is its owner: the owner word holds its task
+ *    (bit 0 set only for readers, bit 1 a flag), or on PREEMPT_RT the
+ *    rtmutex inside is held by it (bit 0 of its owner a flag).
  *
  * Where a series differs, the feature table in compat.h says so.
  */
@@ -229,5 +232,23 @@ static __always_inline unsigned int mlf_mm_write_seq(const struct mm_struct *mm)
 	return READ_ONCE(mm->mm_lock_seq.sequence);
 }
 #endif
+
+/*
+ * Does current hold @mm's mmap_lock for writing?  A notifier callback is
+ * told no lock, and some callers of the same event hold none.
+ */
+static inline bool mlf_mmap_write_held_by_current(struct mm_struct *mm)
+{
+#ifdef CONFIG_PREEMPT_RT
+	unsigned long owner =
+		(unsigned long)READ_ONCE(mm->mmap_lock.rwbase.rtmutex.owner);
+
+	return (owner & ~1UL) == (unsigned long)current;
+#else
+	unsigned long owner = atomic_long_read(&mm->mmap_lock.owner);
+
+	return !(owner & 1) && (owner & ~3UL) == (unsigned long)current;
+#endif
+}
 
 #endif /* MLOCKFAST_RAW_MM_H */

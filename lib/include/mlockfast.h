@@ -40,8 +40,8 @@ int mlockfast_unlockv(const struct mlockfast_iovec *iov, unsigned int count,
 		      unsigned int flags, unsigned int *done);
 
 /*
- * Apply every pending per-CPU batch.  Without the device nothing can be
- * pending: 0 (in strict mode, -1 with ENODEV).
+ * Pay every pending move now.  Without the device nothing can be pending:
+ * 0 (in strict mode, -1 with ENODEV).
  */
 int mlockfast_drain(void);
 

@@ -986,6 +986,8 @@ TEST_F(api, reclaim_mode_moves_nothing)
 
 	ASSERT_NE(NULL, m);
 	ASSERT_LE(0, mlf_fd());
+	/* (a first lock, with no state to hear a fork, moves at once) */
+	ASSERT_EQ(0, mlf_make_state());
 	ASSERT_EQ(0, mlf_stats(&s0));
 	ASSERT_EQ(0, mlf_lock2(m, NPAGES * PAGE, MLOCKFAST_MODE_RECLAIM));
 	EXPECT_EQ(self->mlocked + KB(NPAGES), meminfo_kb("Mlocked"));
@@ -1150,9 +1152,10 @@ TEST_F(api, stats_sysfs_matches_ioctl)
 }
 
 /*
- * The gauges: queued moves hold one folio reference each until DRAIN; a
- * process that used the device has state until it exits (freed after an
- * RCU grace period, so wait for it).
+ * The gauges: no folio reference is held for a lock (shared pages are
+ * moved at once, private ones wait as runs, by address); a process that
+ * used the device has state until it exits (freed after an RCU grace
+ * period, so wait for it).
  */
 TEST_F(api, gauges_count_held_folios_and_processes)
 {
@@ -1173,10 +1176,10 @@ TEST_F(api, gauges_count_held_folios_and_processes)
 	drain_all();
 	ASSERT_EQ(0, mlf_stats(&s0));
 	EXPECT_EQ(0, s0.folios_held);
-	/* Shared pages are queued folio by folio. */
+	/* Shared pages are moved at once: nothing is held for them. */
 	ASSERT_EQ(0, mlf_lock2(m, len, MLOCKFAST_MODE_DEFERRED));
 	ASSERT_EQ(0, mlf_stats(&s1));
-	EXPECT_EQ(16, s1.folios_held);
+	EXPECT_EQ(0, s1.folios_held);
 	/* Other processes' state may have gone meanwhile. */
 	s0.mms_tracked = s1.mms_tracked;
 	ASSERT_EQ(0, mlf_drain());
@@ -1316,6 +1319,153 @@ TEST_F_TIMEOUT(api, unload_applies_pending_moves, 120)
 	drain_all();
 	EXPECT_EQ(self->mlocked, meminfo_kb("Mlocked"));
 	EXPECT_EQ(self->unevictable, meminfo_kb("Unevictable"));
+}
+
+/* Pages of the @n at @p that are PG_mlocked (kpageflags; we are root). */
+static int mlocked_in(const char *p, int n)
+{
+	int kf = open("/proc/kpageflags", O_RDONLY), count = 0;
+
+	for (int i = 0; kf >= 0 && i < n; i++) {
+		uint64_t pfn = pfn_of(p + i * PAGE), fl = 0;
+
+		if (pfn && pread(kf, &fl, 8, pfn * 8) == 8 &&
+		    (fl & (1ULL << 33)))
+			count++;
+	}
+	if (kf >= 0)
+		close(kf);
+	return count;
+}
+
+/*
+ * The README's old known limit, the issue's first case: a shared page
+ * locked through the device (deferred), unlocked by munlock(2) and locked
+ * again by mlock(2) before any move is paid, then unlocked: nothing may
+ * stay mlocked (the move must not be paid on top of the syscall's count).
+ */
+TEST_F(api, syscall_relock_of_a_deferred_shared_lock_leaks_nothing)
+{
+	int fd = memfd_create("mlf-relock", 0);
+	char *m;
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ftruncate(fd, 16 * PAGE));
+	m = mmap(NULL, 16 * PAGE, RW, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, m);
+	memset(m, 1, 16 * PAGE);
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, mlf_make_state());
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	drain_all();
+	ASSERT_EQ(0, mlf_lock2(m, 16 * PAGE, MLOCKFAST_MODE_DEFERRED));
+	ASSERT_EQ(0, munlock(m, 16 * PAGE));
+	ASSERT_EQ(0, mlock(m, 16 * PAGE));
+	ASSERT_EQ(0, mlf_drain());
+	EXPECT_EQ(16, mlocked_in(m, 16));
+	EXPECT_EQ(self->mlocked + KB(16), meminfo_kb("Mlocked"));
+	ASSERT_EQ(0, mlf_unlock(m, 16 * PAGE));
+	drain_all();
+	EXPECT_EQ(0, mlocked_in(m, 16));
+	EXPECT_EQ(self->mlocked, meminfo_kb("Mlocked"));
+	EXPECT_EQ(self->unevictable, meminfo_kb("Unevictable"));
+	munmap(m, 16 * PAGE);
+	close(fd);
+}
+
+/*
+ * The issue's second and third cases: private pages locked through the
+ * device (deferred, their moves owed), part unlocked by munlock(2), then
+ * a forked child locks them all by mlock(2), unlocks and exits: the
+ * parent's locks still hold every page it has locked (an undercount would
+ * leave them evictable), and once it unlocks too nothing stays mlocked.
+ */
+TEST_F(api, forked_child_lock_keeps_the_parents_deferred_lock_counted)
+{
+	static const unsigned int modes[] = {
+		MLOCKFAST_MODE_DEFERRED, MLOCKFAST_MODE_DEFERRED | MLOCK_ONFAULT,
+		MLOCKFAST_MODE_RECLAIM,
+	};
+
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, mlf_make_state());
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		char *m = anon(16, 1);
+		int st = -1;
+		pid_t pid;
+
+		ASSERT_NE(NULL, m);
+		ASSERT_EQ(0, mlf_lock2(m, 16 * PAGE, modes[i]));
+		ASSERT_EQ(0, munlock(m, 4 * PAGE));
+		fflush(NULL);
+		pid = fork();
+		if (pid == 0)
+			_exit(mlock(m, 16 * PAGE) || munlock(m, 16 * PAGE));
+		ASSERT_EQ(pid, waitpid(pid, &st, 0));
+		EXPECT_EQ(0, st);
+		ASSERT_EQ(0, mlf_drain());
+		EXPECT_EQ(12, mlocked_in(m + 4 * PAGE, 12))
+			TH_LOG("mode %#x", modes[i]);
+		EXPECT_EQ(0, mlocked_in(m, 4)) TH_LOG("mode %#x", modes[i]);
+		EXPECT_EQ(self->mlocked + KB(12), meminfo_kb("Mlocked"))
+			TH_LOG("mode %#x", modes[i]);
+		ASSERT_EQ(0, mlf_unlock(m, 16 * PAGE));
+		drain_all();
+		EXPECT_EQ(0, mlocked_in(m, 16)) TH_LOG("mode %#x", modes[i]);
+		EXPECT_EQ(self->mlocked, meminfo_kb("Mlocked"));
+		EXPECT_EQ(self->unevictable, meminfo_kb("Unevictable"));
+		munmap(m, 16 * PAGE);
+	}
+}
+
+/*
+ * The child keeps its lock while the parent unlocks: the child's lock
+ * broke COW (mlock populates for writing), so it holds its own copies,
+ * which stay locked; the parent's pages are unlocked, and once the child
+ * unlocks too nothing is left.
+ */
+TEST_F(api, forked_child_lock_outlives_the_parents_deferred_lock)
+{
+	int go[2], ready[2], st = -1;
+	char *m = anon(16, 1), c = 0;
+	pid_t pid;
+
+	ASSERT_NE(NULL, m);
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, mlf_make_state());
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	ASSERT_EQ(0, mlf_lock2(m, 16 * PAGE, MLOCKFAST_MODE_DEFERRED));
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, pipe(ready));
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		c = mlock(m, 16 * PAGE) ? 'e' : 'l';
+		if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(1);
+		if (mlocked_in(m, 16) != 16)
+			_exit(3);
+		_exit(munlock(m, 16 * PAGE) ? 2 : 0);
+	}
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	EXPECT_EQ('l', c);
+	ASSERT_EQ(0, munlock(m, 16 * PAGE));
+	ASSERT_EQ(0, mlf_drain());
+	EXPECT_EQ(0, mlocked_in(m, 16));
+	EXPECT_EQ(self->mlocked + KB(16), meminfo_kb("Mlocked"));
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, st) TH_LOG("the child's pages: status %#x", st);
+	drain_all();
+	EXPECT_EQ(self->mlocked, meminfo_kb("Mlocked"));
+	EXPECT_EQ(self->unevictable, meminfo_kb("Unevictable"));
+	munmap(m, 16 * PAGE);
+	for (int i = 0; i < 2; i++) {
+		close(go[i]);
+		close(ready[i]);
+	}
 }
 
 TEST_HARNESS_MAIN

@@ -53,7 +53,9 @@ TEST(info_is_sane)
 	EXPECT_STREQ(ver, info.module_version);
 	EXPECT_TRUE(info.features & MLOCKFAST_FEAT_LOCK);
 	EXPECT_TRUE(info.features & MLOCKFAST_FEAT_LOCKALL);
-	EXPECT_EQ(read_long(PARAM("batch_size")), (long)info.batch_size);
+	/* No batch of its own any more: 0, and no parameter to size it. */
+	EXPECT_EQ(0, info.batch_size);
+	EXPECT_EQ(-1, read_long(PARAM("batch_size")));
 	EXPECT_NE(0, info.default_mode & MLOCKFAST_MODE_MASK);
 	EXPECT_EQ(0, info.default_mode & ~MLOCKFAST_MODE_MASK);
 	for (size_t i = 0; i < sizeof(info.reserved) / 8; i++)

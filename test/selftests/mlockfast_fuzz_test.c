@@ -774,10 +774,8 @@ static void *racer(void *arg)
 		one_call(&r, i, 0);
 		/*
 		 * Now and then, start over from nothing locked: through the
-		 * device, as the racing calls go.  munlock() by the syscall
-		 * under queued moves is a documented limit (README, known
-		 * limits; docs/repro/fuzz-syscall-first-leak.sh), not what
-		 * this test is about.
+		 * device, as the racing calls go (the syscall mixed in is
+		 * what mlockfast_mix_test is about).
 		 */
 		if (seq_chance(&r, 1, 5000))
 			ioctl(fz.fd, MLOCKFAST_IOC_UNLOCKALL);
@@ -830,23 +828,20 @@ static void fuzz_child(long calls, int threads, long limit, long ml0, long ue0)
 	fz.profile = seq_env_long("MLF_FUZZ_PROFILE", 0);
 	fz.sysonly = seq_env_long("MLF_FUZZ_SYSCALLS_ONLY", 0);
 	/*
-	 * Eager mode by default in the exact parts: they mix the syscall and
-	 * the ioctl on the same pages, and with moves left queued (deferred,
-	 * reclaim) the syscall's munlock() can undo a lock whose move is then
-	 * still paid, a documented limit (README;
-	 * docs/repro/fuzz-syscall-first-leak.sh).  The racing part, ioctls
-	 * alone, draws each call's mode: deferred and reclaim leave moves
-	 * queued that DRAIN and the timer apply while other threads unlock.
+	 * Eager mode by default in the exact parts, whose calls are compared
+	 * one by one with the syscall's; single_thread_deferred_either_order
+	 * runs them in deferred mode with the syscall on either side, which
+	 * leaked until moves owed were kept to pages no other lock can reach
+	 * (it was docs/repro/fuzz-syscall-first-leak.sh, a known limit).
+	 * The racing part, ioctls alone, draws each call's mode: deferred
+	 * and reclaim leave moves owing that DRAIN and the work pay while
+	 * other threads unlock.
 	 * MLF_FUZZ_MODE=n forces mode n, -1 draws each call's mode at random.
 	 */
 	fz.mode = seq_env_long("MLF_FUZZ_MODE", threads ? -1 : 1);
 	fz.check_each = seq_env_long("MLF_FUZZ_CHECK_EACH", 0);
 	fz.trace_from = seq_env_long("MLF_FUZZ_TRACE", -1);
-	/*
-	 * The ioctl before the syscall by default: the other order leaks
-	 * Mlocked in deferred and reclaim modes, a module bug kept out of the
-	 * suite until fixed (docs/repro/fuzz-syscall-first-leak.sh).
-	 */
+	/* The ioctl before the syscall by default (see above). */
 	fz.order = seq_env_long("MLF_FUZZ_ORDER", 0);
 	if (!threads) {
 		/* MLF_FUZZ_STOP=n: the same run cut after n calls (to bisect) */
@@ -994,6 +989,18 @@ FIXTURE_TEARDOWN(fuzz) {}
 TEST_F_TIMEOUT(fuzz, single_thread_against_syscalls, 300)
 {
 	fuzz(_metadata, share(25), 0, -1);
+}
+
+/*
+ * Deferred mode, the syscall before or after each ioctl at random: its
+ * munlock() undoing a lock whose move is owed, its mlock() taking the page
+ * again, must leave nothing mlocked (the README's old known limit).
+ */
+TEST_F_TIMEOUT(fuzz, single_thread_deferred_either_order, 300)
+{
+	setenv("MLF_FUZZ_MODE", "2", 0);
+	setenv("MLF_FUZZ_ORDER", "-1", 0);
+	fuzz(_metadata, share(10), 0, -1);
 }
 
 /* Without CAP_IPC_LOCK: a limit of 16 pages, and one of 0 (EPERM). */

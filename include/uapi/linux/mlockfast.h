@@ -58,7 +58,7 @@ struct mlockfast_info {
 	char module_version[32];	/* NUL-terminated */
 	char kernel_release[72];	/* UTS_RELEASE built for, NUL-terminated */
 	__u32 default_mode;		/* MLOCKFAST_MODE_* in effect for 0 */
-	__u32 batch_size;		/* per-CPU batch capacity, folios */
+	__u32 batch_size;		/* 0: the module keeps no batch of its own */
 	__u64 reserved[6];
 };
 
@@ -123,17 +123,17 @@ struct mlockfast_stats {
 	__u64 errors;			/* calls that returned an error */
 	__u64 pages_locked;		/* pages the lock walks acted on */
 	__u64 pages_unlocked;		/* pages the unlock walks acted on */
-	__u64 moves_queued;		/* folios put on a per-CPU batch */
+	__u64 moves_queued;		/* pages whose move a lock owed or made */
 	__u64 moves_applied;		/* folios moved to the unevictable LRU */
-	__u64 moves_cancelled;		/* queued moves an unlock made void */
-	__u64 batches_applied;		/* per-CPU batches applied */
+	__u64 moves_cancelled;		/* owed moves an unlock cancelled */
+	__u64 batches_applied;		/* pays of a process's owed moves */
 	__u64 populate_calls;		/* calls into the kernel's populate */
 	__u64 legacy_drains;		/* all-CPU drains done by legacy mode */
 	__u64 mode_calls[MLOCKFAST_STAT_NR_MODES];
 	__u64 mode_pages[MLOCKFAST_STAT_NR_MODES];
 	/* Gauges, not counters: what the module holds at the time of reading. */
 	__u64 mms_tracked;		/* processes with per-mm state */
-	__u64 folios_held;		/* folio references of queued moves */
+	__u64 folios_held;		/* 0: no folio is held (was: per queued move) */
 	__u64 reserved[6];
 };
 
