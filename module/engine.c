@@ -336,9 +336,14 @@ static __always_inline void mlf_lock_one(struct mlf_ctx *c, struct folio *folio,
 	 * Either way the page costs nothing more now, nor when it is unlocked.
 	 */
 	if (c->mode != MLF_EAGER && mlf_folio_private(folio) &&
-	    folio_test_lru(folio) &&
-	    (c->mode == MLF_RECLAIM || mlf_run_extend(c, addr)))
-		return;
+	    folio_test_lru(folio)) {
+		if (c->mode == MLF_RECLAIM) {
+			mlf_count(moves_queued, 1);	/* owed, to reclaim */
+			return;
+		}
+		if (mlf_run_extend(c, addr))
+			return;
+	}
 	mlf_lock_now(c, folio);
 }
 
@@ -454,8 +459,10 @@ mlf_lock_fast(struct mlf_ctx *c, struct folio *folio, unsigned long addr,
 	if (!mlf_fast_set(folio, flags))
 		return false;
 	mlf_acct_one(c, folio, flags);
-	if (!runs)
+	if (!runs) {
+		mlf_count(moves_queued, 1);	/* owed, to reclaim */
 		return true;
+	}
 	if (*rend == addr) {
 		*rend += PAGE_SIZE;
 		return true;
@@ -540,8 +547,10 @@ mlf_lock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 	if (addr == start)
 		return addr;
 	c->zone_pages += (addr - start) >> PAGE_SHIFT;
-	if (!runs)
+	if (!runs) {
+		mlf_count(moves_queued, (addr - start) >> PAGE_SHIFT);
 		return addr;
+	}
 	if (*rend == start) {
 		*rend = addr;
 		return addr;
