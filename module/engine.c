@@ -105,13 +105,13 @@ static __always_inline void mlf_ctx_init(struct mlf_ctx *c, enum mlf_mode mode,
 }
 
 /*
- * As mlock does before its walk: this CPU's pending LRU additions and kernel
- * mlock work first, so that fresh folios are on the LRU and a folio whose
- * munlock is still queued does not look locked.  Only once the walk meets a
- * page the fast paths do not take: those they take are on the LRU, or
- * rechecked after (mlf_unlock_fast()), and a drain costs more than a small
- * call's page work.  Under a page table's lock, as the kernel's own
- * mlock_folio() drains.
+ * As mlock does before its walk: this CPU's pending LRU additions first, so
+ * that fresh folios are on the LRU.  Only once the walk meets a page the
+ * fast paths do not take: those they take are on the LRU, or rechecked
+ * after (mlf_unlock_fast()), and a drain costs more than a small call's
+ * page work.  (The kernel's mlock batch is looked at every page table:
+ * mlf_apply_queued_mlocks().)  Under a page table's lock, as the kernel's
+ * own mlock_folio() drains.
  */
 static void mlf_drain_once(struct mlf_ctx *c)
 {
@@ -250,6 +250,22 @@ static void mlf_kernel_drain(struct mlf_ctx *c)
 		mlf_call(mlock_drain_local)();
 		c->kernel_batch = false;
 	}
+}
+
+/*
+ * What waits in this CPU's kernel mlock batch is applied before the walk
+ * sets or clears a lock here, as munlock(2) and mlock(2) drain before their
+ * walks: an mlock a fault into a locked VMA queued for a folio whose lock
+ * the walk then clears would be counted when the batch drains, on top of a
+ * lock taken meanwhile on another CPU, and the folio would stay locked for
+ * good.  One look a page table: the task may have moved since the last,
+ * and other tasks queue here too.  Under the page table's lock, which keeps
+ * the task on this CPU.
+ */
+static void mlf_apply_queued_mlocks(void)
+{
+	if (mlf_call(need_mlock_drain)(smp_processor_id()))
+		mlf_call(mlock_drain_local)();
 }
 
 /* Leave the folio to the kernel's own mlock_folio()/munlock_folio(). */
@@ -676,10 +692,12 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 
 	ptl = mlf_pmd_huge_lock(pmd, vma);
 	if (ptl) {
-		if (c->walk == MLF_WALK_PAY)
+		if (c->walk == MLF_WALK_PAY) {
 			spin_unlock(ptl);	/* runs hold small folios only */
-		else
+		} else {
+			mlf_apply_queued_mlocks();
 			mlf_pmd_huge(c, pmd, ptl, addr, end, vma);
+		}
 		return true;
 	}
 	start_pte = mlf_pte_map_lock(vma, pmd, addr, &ptl,
@@ -693,6 +711,7 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 		cond_resched();
 		return true;
 	}
+	mlf_apply_queued_mlocks();
 	/*
 	 * The fast paths: a lock whose private anon pages go on runs (or to
 	 * reclaim); every unlock.

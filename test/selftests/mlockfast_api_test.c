@@ -1470,4 +1470,77 @@ TEST_F(api, forked_child_lock_outlives_the_parents_deferred_lock)
 	}
 }
 
+/*
+ * Two CPUs: faults into a shared mapping locked on fault leave their mlocks
+ * queued in this CPU's kernel batch; an unlock here must apply them before
+ * it clears the pages' lock, as munlock(2) drains first.  Left queued, they
+ * would count once more on top of another process's lock taken meanwhile
+ * on another CPU, and once that process unlocks too the pages would stay
+ * mlocked for good.  The syscall's unlock runs first, as the control.
+ */
+static void queued_fault_mlocks(struct __test_metadata *_metadata,
+				long mlocked, long unevictable, int by_device)
+{
+	int fd = memfd_create("mlf-queued", 0), go[2], ready[2], st = -1;
+	char *m, c = 0;
+	pid_t pid;
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ftruncate(fd, 16 * PAGE));
+	for (int i = 0; i < 16; i++)	/* in the page cache, not mapped */
+		ASSERT_EQ(1, pwrite(fd, "x", 1, i * PAGE));
+	m = mmap(NULL, 16 * PAGE, RW, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, m);
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, pipe(ready));
+	drain_all();
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		/* The other process, on the other CPU, locks after the unlock. */
+		if (seq_pin(1) || read(go[0], &c, 1) != 1)
+			_exit(1);
+		c = mlock(m, 16 * PAGE) ? 'e' : 'l';
+		if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(1);
+		_exit(munlock(m, 16 * PAGE) ? 2 : 0);
+	}
+	ASSERT_LT(0, pid);
+	ASSERT_EQ(0, mlock2(m, 16 * PAGE, MLOCK_ONFAULT));
+	for (int i = 0; i < 16; i++)
+		(void)*(volatile char *)(m + i * PAGE);
+	ASSERT_EQ(0, by_device ? mlf_unlock(m, 16 * PAGE) :
+				 munlock(m, 16 * PAGE));
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	EXPECT_EQ('l', c);
+	ASSERT_EQ(0, mlf_drain());	/* what this CPU still had queued */
+	EXPECT_EQ(16, mlocked_in(m, 16)) TH_LOG("by device: %d", by_device);
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, st);
+	drain_all();
+	EXPECT_EQ(0, mlocked_in(m, 16)) TH_LOG("by device: %d", by_device);
+	EXPECT_EQ(mlocked, meminfo_kb("Mlocked"));
+	EXPECT_EQ(unevictable, meminfo_kb("Unevictable"));
+	munlock(m, 16 * PAGE);	/* (a failed check may leave it locked) */
+	munmap(m, 16 * PAGE);
+	close(fd);
+	for (int i = 0; i < 2; i++) {
+		close(go[i]);
+		close(ready[i]);
+	}
+}
+
+TEST_F(api, unlock_applies_this_cpus_queued_fault_mlocks)
+{
+	/* (the fixture pinned us to the first CPU) */
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "needs a second CPU for the other process");
+	ASSERT_LE(0, mlf_fd());
+	for (int by_device = 0; by_device < 2; by_device++)
+		queued_fault_mlocks(_metadata, self->mlocked, self->unevictable,
+				    by_device);
+}
+
 TEST_HARNESS_MAIN
