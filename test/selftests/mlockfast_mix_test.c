@@ -15,10 +15,10 @@
  *  - leak: once all have unlocked everything and DRAIN ran, no page of the
  *    shared regions is PG_mlocked or on the unevictable list, and Mlocked
  *    and Unevictable are back where they were.
- * With one CPU online, no run may leak (undercounts: see
- * one_cpu_no_leak_in_any_variant).  On two CPUs the kernel's own batches
- * race (mm/mlock.c: "might undercount"), so the mixed variants may leak
- * only as the kernel does.
+ * With one CPU online, no run may leak nor undercount more than the
+ * control (one_cpu_no_leak_in_any_variant).  On two CPUs the kernel's own
+ * batches race (mm/mlock.c: "might undercount"), so the mixed variants may
+ * leak only as the kernel does (all_cpus_no_worse_than_the_syscalls).
  *
  * Knobs (environment): MLF_MIX_SEEDS runs per variant (default 40),
  * MLF_SEED the first seed (to replay: seeds are MLF_SEED, MLF_SEED+1, ...),
@@ -276,6 +276,17 @@ static void mix_worker(struct mix_run *run, int id)
 	char note[160];
 	long n;
 
+	/*
+	 * Each worker (and its children) stays on one CPU, the workers spread
+	 * over all: their calls still race on every CPU, but no task moves
+	 * between a fault into a locked VMA, which queues the fault's mlock on
+	 * that CPU, and its unlock on another, which cannot apply it.  The
+	 * kernel alone then leaks the page with no sign of it (no stranded
+	 * page: docs/repro/kernel-migrated-fault-mlock-leak.sh), which would
+	 * leave no leak here to tell from ours.
+	 */
+	if (seq_pin(id))
+		_exit(4);
 	/* The worker's own anon region, at the same place in each. */
 	if (mmap(run->reg[R_OWN], NPG * PG, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
@@ -545,16 +556,20 @@ TEST_F_TIMEOUT(mix, one_cpu_no_leak_in_any_variant, 900)
 		EXPECT_EQ(0, t[v].leaking) TH_LOG("%s", variant_name[v]);
 	}
 	/*
-	 * Undercounts are reported, not asserted: besides PREEMPT_RT's, a
-	 * mixed variant undercounted one to three shared (memfd) pages in
-	 * 1 run of some 1,000 on the generic kernels (6.1 cloud, mixed random
-	 * modes), the cause not found yet; the control none.
+	 * No undercount beyond the control's either, but on PREEMPT_RT,
+	 * where the syscalls alone undercount now and then (above): 40 runs
+	 * cannot tell two small rates apart, so there they are reported.
 	 */
-	if (!kernel_is_rt() && (t[MIXED_RANDOM].undercounting ||
-				t[MIXED_DEFERRED].undercounting))
-		ksft_print_msg("mix: one CPU: undercounting runs, mixed: %d random, %d deferred\n",
-			       t[MIXED_RANDOM].undercounting,
-			       t[MIXED_DEFERRED].undercounting);
+	for (int v = MIXED_RANDOM; v < NR_VARIANTS; v++) {
+		if (kernel_is_rt()) {
+			ksft_print_msg("mix: one CPU, PREEMPT_RT: %s: %d undercounting runs, the control %d\n",
+				       variant_name[v], t[v].undercounting,
+				       t[CONTROL].undercounting);
+			continue;
+		}
+		EXPECT_GE(t[CONTROL].undercounting, t[v].undercounting)
+			TH_LOG("%s", variant_name[v]);
+	}
 }
 
 /*
