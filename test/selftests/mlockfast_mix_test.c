@@ -15,8 +15,9 @@
  *  - leak: once all have unlocked everything and DRAIN ran, no page of the
  *    shared regions is PG_mlocked or on the unevictable list, and Mlocked
  *    and Unevictable are back where they were.
- * With one CPU online, no run may leak nor undercount more than the
- * control (one_cpu_no_leak_in_any_variant).  On two CPUs the kernel's own
+ * With one CPU online, no run may leak, and no variant undercount in more
+ * runs than the control, but by a small margin on the kernels that
+ * undercount alone (one_cpu_no_leak_in_any_variant).  On two CPUs the kernel's own
  * batches race (mm/mlock.c: "might undercount"), so the mixed variants may
  * leak only as the kernel does (all_cpus_no_worse_than_the_syscalls).
  *
@@ -107,11 +108,26 @@ static uint64_t kpageflags_of(int pm, int kf, const char *addr, int *present)
 	return flags;
 }
 
+static const char *const region_name[] = {
+	"shared memfd", "file", "private file", "inherited anon", "own anon",
+};
+
+/* Which of the run's regions holds @a (for the log). */
+static const char *region_of(const struct mix_run *run, unsigned long a)
+{
+	for (int i = 0; i < NR_REGIONS; i++)
+		if (a - (uintptr_t)run->reg[i] < NPG * PG)
+			return region_name[i];
+	return "no region of the run";
+}
+
 /*
  * Present pages of this process's VM_LOCKED VMAs that are not PG_mlocked
- * (the shared zero page is never mlocked: left out).
+ * (the shared zero page is never mlocked: left out).  The note names the
+ * first, its region and its page flags (/proc/kpageflags).
  */
-static long undercounted_pages(char *note, size_t cap)
+static long undercounted_pages(const struct mix_run *run, char *note,
+			       size_t cap)
 {
 	FILE *f = fopen("/proc/self/smaps", "r");
 	int pm = open("/proc/self/pagemap", O_RDONLY);
@@ -150,8 +166,9 @@ static long undercounted_pages(char *note, size_t cap)
 				    (fl & (1ULL << KPF_MLOCKED)))
 					continue;
 				if (!n++)
-					snprintf(note, cap, "page %#lx of VMA %#lx-%#lx",
-						 a, lo, hi);
+					snprintf(note, cap,
+						 "page %#lx (%s, flags %#" PRIx64 ") of VMA %#lx-%#lx",
+						 a, region_of(run, a), fl, lo, hi);
 			}
 		}
 	}
@@ -273,7 +290,7 @@ static void mix_worker(struct mix_run *run, int id)
 	struct seq_rng r = { seq_mix(run->seed, id + 1) };
 	pid_t kids[8];
 	int nkids = 0, ops = seq_env_long("MLF_MIX_OPS", 24);
-	char note[160];
+	char note[200];
 	long n;
 
 	/*
@@ -306,7 +323,7 @@ static void mix_worker(struct mix_run *run, int id)
 		if (!id && mlf_drain())
 			atomic_fetch_add(&sh->failed_calls, 1);
 		barrier(sh, WORKERS);
-		n = undercounted_pages(note, sizeof(note));
+		n = undercounted_pages(run, note, sizeof(note));
 		if (n) {
 			atomic_fetch_add(&sh->undercount, n);
 			snprintf(sh->note, sizeof(sh->note),
@@ -342,6 +359,7 @@ struct mix_result {
 	long undercount, leaked, failed, stranded;
 	long held;	/* of the leaked: pages of the run's own regions */
 	long stranded_before;	/* by the runs before, since the first */
+	long migrated, rescued;	/* pages the kernel moved meanwhile (log) */
 	char note[256];
 };
 
@@ -351,7 +369,7 @@ static long stranded_at_first_run = -1;
 static int mix_run_one(enum variant v, uint64_t seed, struct mix_result *res)
 {
 	struct mix_run run = { .v = v, .seed = seed };
-	long ml0, ue0, st0, ml1, ue1;
+	long ml0, ue0, st0, ml1, ue1, mg0, rs0;
 	pid_t pids[WORKERS];
 	int ok = 1;
 
@@ -384,6 +402,8 @@ static int mix_run_one(enum variant v, uint64_t seed, struct mix_result *res)
 	ml0 = meminfo_kb("Mlocked");
 	ue0 = meminfo_kb("Unevictable");
 	st0 = vmstat("unevictable_pgs_stranded");
+	mg0 = vmstat("pgmigrate_success");
+	rs0 = vmstat("unevictable_pgs_rescued");
 	if (stranded_at_first_run < 0)
 		stranded_at_first_run = st0;
 	res->stranded_before = st0 - stranded_at_first_run;
@@ -415,6 +435,8 @@ static int mix_run_one(enum variant v, uint64_t seed, struct mix_result *res)
 		res->leaked += ue1 > ue0 ? (ue1 - ue0) / 4 : 0;
 	}
 	res->stranded = vmstat("unevictable_pgs_stranded") - st0;
+	res->migrated = vmstat("pgmigrate_success") - mg0;
+	res->rescued = vmstat("unevictable_pgs_rescued") - rs0;
 	res->undercount = run.sh->undercount;
 	res->failed = run.sh->failed_calls + !ok;
 	memcpy(res->note, run.sh->note, sizeof(res->note));
@@ -470,10 +492,11 @@ static void mix_variant(struct __test_metadata *_metadata, enum variant v,
 		t->stranded_runs += res.stranded > 0;
 		t->leaking_unexplained += res.leaked > 0 && !leak_explained(&res);
 		if (res.leaked || res.undercount)
-			TH_LOG("%s, seed %" PRIu64 ": %ld leaked (%ld of its regions), %ld undercounted, stranded %+ld (%+ld before): %s",
+			TH_LOG("%s, seed %" PRIu64 ": %ld leaked (%ld of its regions), %ld undercounted, stranded %+ld (%+ld before), migrated %+ld, rescued %+ld: %s",
 			       variant_name[v], base + s, res.leaked, res.held,
 			       res.undercount, res.stranded,
-			       res.stranded_before, res.note);
+			       res.stranded_before, res.migrated, res.rescued,
+			       res.note);
 	}
 	ksft_print_msg("mix: %s: %d runs, %d leaking, %d undercounting, %ld with stranded pages (%.1f s)\n",
 		       variant_name[v], t->runs, t->leaking, t->undercounting,
@@ -516,21 +539,71 @@ static int kernel_is_rt(void)
 }
 
 /*
+ * Does an unmap leave its munlocks queued, so that a fault's mlock queued
+ * behind one counts nothing?  The syscalls alone, on this CPU: a memfd mapped
+ * twice, A locked, B locked on fault; munmap(A), touch B, drain (munlock(2)
+ * does first).  7.2 leaves B's pages unlocked, 6.12 does not
+ * (docs/repro/kernel-unmap-queued-munlock-undercount.c).
+ */
+static int kernel_unmap_undercounts(void)
+{
+	int fd = memfd_create("mlf-mix-probe", 0), pm, kf, lost = 0;
+	char *a, *b, *scratch;
+
+	if (fd < 0 || ftruncate(fd, NPG * PG))
+		return -1;
+	a = map_region(fd, MAP_SHARED);
+	b = map_region(fd, MAP_SHARED);
+	scratch = map_region(-1, MAP_PRIVATE | MAP_ANONYMOUS);
+	close(fd);
+	if (!a || !b || !scratch || mlock(a, NPG * PG) ||
+	    mlock2(b, NPG * PG, MLOCK_ONFAULT) || munmap(a, NPG * PG))
+		return -1;
+	for (int i = 0; i < NPG; i++)
+		(void)*(volatile char *)(b + i * PG);
+	munlock(scratch, PG);
+	pm = open("/proc/self/pagemap", O_RDONLY);
+	kf = open("/proc/kpageflags", O_RDONLY);
+	for (int i = 0; pm >= 0 && kf >= 0 && i < NPG; i++) {
+		int present;
+
+		lost += !(kpageflags_of(pm, kf, b + i * PG, &present) &
+			  (1ULL << KPF_MLOCKED));
+	}
+	if (pm >= 0)
+		close(pm);
+	if (kf >= 0)
+		close(kf);
+	munmap(b, NPG * PG);
+	munmap(scratch, NPG * PG);
+	return pm < 0 || kf < 0 ? -1 : lost > 0;
+}
+
+/*
  * One vCPU: every other CPU offline for the test, so that the kernel's own
  * work (its drains, compaction, our pay work) runs on the one CPU the
  * processes run on, as in a one-vCPU machine.  There the kernel's batches
- * keep their order and its own race never shows: no leak in any variant
- * (undercounts: below).  On PREEMPT_RT they do not: a task can be preempted
- * inside the kernel's mlock batch work (its locks sleep there), between
- * taking a folio off the LRU and moving it, and another task's mlock of
- * that folio then finds it off the LRU and counts nothing.  The syscalls
- * alone undercount so, now and then (4 runs of 700 on 6.1-rt, none on
- * 6.12-rt).
+ * keep their order and its own race never shows: no leak in any variant,
+ * nor undercount beyond the control's.  Two kernels undercount alone, the
+ * control shows it now and then:
+ *  - PREEMPT_RT: a task can be preempted inside the kernel's mlock batch
+ *    work (its locks sleep there), between taking a folio off the LRU and
+ *    moving it, and another task's mlock of that folio then finds it off
+ *    the LRU and counts nothing (4 runs of 700 on 6.1-rt, none on 6.12-rt);
+ *  - where an unmap leaves its munlocks queued (kernel_unmap_undercounts():
+ *    7.2), a fault's mlock of a page queued behind one counts nothing
+ *    (9 runs of 3,900 on 7.2, with preempt=voluntary too).
+ * There 40 runs cannot tell two small rates apart: a variant may undercount
+ * in up to MIX_RARE runs more than the control, a rate ten times the
+ * kernel's own before it fails.
  */
+#define MIX_RARE	3
+
 TEST_F_TIMEOUT(mix, one_cpu_no_leak_in_any_variant, 900)
 {
 	struct mix_tally t[NR_VARIANTS];
 	char path[64], *online;
+	int unmap, alone;
 	cpu_set_t one;
 
 	/* CPU 0 stays (x86 cannot take it offline); the others go. */
@@ -551,23 +624,27 @@ TEST_F_TIMEOUT(mix, one_cpu_no_leak_in_any_variant, 900)
 	ksft_print_msg("mix: CPUs online: %s\n", online);
 	EXPECT_STREQ("0", online);
 	free(online);
+	unmap = kernel_unmap_undercounts();
+	ASSERT_LE(0, unmap);
+	alone = unmap || kernel_is_rt();
+	ksft_print_msg("mix: an unmap's queued munlock undoes a fault's mlock: %s; PREEMPT_RT: %s\n",
+		       unmap ? "yes" : "no", kernel_is_rt() ? "yes" : "no");
 	for (int v = 0; v < NR_VARIANTS; v++) {
 		mix_variant(_metadata, v, &t[v]);
 		EXPECT_EQ(0, t[v].leaking) TH_LOG("%s", variant_name[v]);
 	}
-	/*
-	 * No undercount beyond the control's either, but on PREEMPT_RT,
-	 * where the syscalls alone undercount now and then (above): 40 runs
-	 * cannot tell two small rates apart, so there they are reported.
-	 */
+	/* No undercount beyond the control's, but where the kernel's own (above). */
 	for (int v = MIXED_RANDOM; v < NR_VARIANTS; v++) {
-		if (kernel_is_rt()) {
-			ksft_print_msg("mix: one CPU, PREEMPT_RT: %s: %d undercounting runs, the control %d\n",
-				       variant_name[v], t[v].undercounting,
-				       t[CONTROL].undercounting);
+		if (!alone) {
+			EXPECT_GE(t[CONTROL].undercounting, t[v].undercounting)
+				TH_LOG("%s", variant_name[v]);
 			continue;
 		}
-		EXPECT_GE(t[CONTROL].undercounting, t[v].undercounting)
+		ksft_print_msg("mix: one CPU, the kernel undercounts alone: %s: %d undercounting runs, the control %d\n",
+			       variant_name[v], t[v].undercounting,
+			       t[CONTROL].undercounting);
+		EXPECT_GE(t[CONTROL].undercounting + MIX_RARE,
+			  t[v].undercounting)
 			TH_LOG("%s", variant_name[v]);
 	}
 }
