@@ -12,8 +12,7 @@
 # still 4 of 150 (3 of 150 again at 9c1e1a8).  The last cause, traced with
 # ftrace callbacks on the kernel's mlock functions: mlf_batch_apply() (of the
 # module's own per-CPU batches then, since replaced by runs and the kernel's
-# batches; DRAIN
-# and the timer, without mmap_lock) killed each entry before the kernel's
+# batches; DRAIN and the timer, without mmap_lock) killed each entry before the kernel's
 # batch counted its mlock, so an unlock on another CPU saw nothing queued,
 # only cleared PG_mlocked, and the mlock still queued then counted a later
 # lock twice.  Entries now die after the drain, under the batch lock: 0 of
