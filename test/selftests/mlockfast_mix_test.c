@@ -17,9 +17,10 @@
  *    and Unevictable are back where they were.
  * With one CPU online, no run may leak, and no variant undercount in more
  * runs than the control, but by a small margin on the kernels that
- * undercount alone (one_cpu_no_leak_in_any_variant).  On two CPUs the kernel's own
- * batches race (mm/mlock.c: "might undercount"), so the mixed variants may
- * leak only as the kernel does (all_cpus_no_worse_than_the_syscalls).
+ * undercount alone (one_cpu_no_leak_in_any_variant).  On two CPUs the
+ * kernel's own batches race (mm/mlock.c: "might undercount"), so the mixed
+ * variants may leak only as the kernel does
+ * (all_cpus_no_worse_than_the_syscalls).
  *
  * Knobs (environment): MLF_MIX_SEEDS runs per variant (default 40),
  * MLF_SEED the first seed (to replay: seeds are MLF_SEED, MLF_SEED+1, ...),
@@ -547,36 +548,48 @@ static int kernel_is_rt(void)
  */
 static int kernel_unmap_undercounts(void)
 {
-	int fd = memfd_create("mlf-mix-probe", 0), pm, kf, lost = 0;
-	char *a, *b, *scratch;
+	int fd = memfd_create("mlf-mix-probe", 0), pm = -1, kf = -1, ret = -1;
+	char *a = NULL, *b = NULL, *scratch = NULL;
+	int lost = 0;
 
 	if (fd < 0 || ftruncate(fd, NPG * PG))
-		return -1;
+		goto out;
 	a = map_region(fd, MAP_SHARED);
 	b = map_region(fd, MAP_SHARED);
 	scratch = map_region(-1, MAP_PRIVATE | MAP_ANONYMOUS);
-	close(fd);
 	if (!a || !b || !scratch || mlock(a, NPG * PG) ||
 	    mlock2(b, NPG * PG, MLOCK_ONFAULT) || munmap(a, NPG * PG))
-		return -1;
+		goto out;
+	a = NULL;
 	for (int i = 0; i < NPG; i++)
 		(void)*(volatile char *)(b + i * PG);
 	munlock(scratch, PG);
 	pm = open("/proc/self/pagemap", O_RDONLY);
 	kf = open("/proc/kpageflags", O_RDONLY);
-	for (int i = 0; pm >= 0 && kf >= 0 && i < NPG; i++) {
+	if (pm < 0 || kf < 0)
+		goto out;
+	for (int i = 0; i < NPG; i++) {
 		int present;
 
 		lost += !(kpageflags_of(pm, kf, b + i * PG, &present) &
 			  (1ULL << KPF_MLOCKED));
 	}
+	ret = lost > 0;
+out:
+	/* (munmap() unlocks too: nothing of the probe stays locked) */
+	if (a)
+		munmap(a, NPG * PG);
+	if (b)
+		munmap(b, NPG * PG);
+	if (scratch)
+		munmap(scratch, NPG * PG);
 	if (pm >= 0)
 		close(pm);
 	if (kf >= 0)
 		close(kf);
-	munmap(b, NPG * PG);
-	munmap(scratch, NPG * PG);
-	return pm < 0 || kf < 0 ? -1 : lost > 0;
+	if (fd >= 0)
+		close(fd);
+	return ret;
 }
 
 /*
