@@ -183,18 +183,17 @@ out:
 	return n;
 }
 
-/* Pages of [p, p + NPG pages) that are mlocked or unevictable. */
-static long held_pages(const char *p)
+/* Pages of [p, p + NPG pages) with any flag of @mask, or -1. */
+static long pages_flagged(const char *p, uint64_t mask)
 {
 	int pm = open("/proc/self/pagemap", O_RDONLY);
 	int kf = open("/proc/kpageflags", O_RDONLY);
-	long n = 0;
+	long n = pm < 0 || kf < 0 ? -1 : 0;
 
-	for (int i = 0; pm >= 0 && kf >= 0 && i < NPG; i++) {
+	for (int i = 0; n >= 0 && i < NPG; i++) {
 		int present;
-		uint64_t fl = kpageflags_of(pm, kf, p + i * PG, &present);
 
-		if (fl & ((1ULL << KPF_MLOCKED) | (1ULL << KPF_UNEVICTABLE)))
+		if (kpageflags_of(pm, kf, p + i * PG, &present) & mask)
 			n++;
 	}
 	if (pm >= 0)
@@ -202,6 +201,15 @@ static long held_pages(const char *p)
 	if (kf >= 0)
 		close(kf);
 	return n;
+}
+
+/* Pages of [p, p + NPG pages) that are mlocked or unevictable. */
+static long held_pages(const char *p)
+{
+	long n = pages_flagged(p, (1ULL << KPF_MLOCKED) |
+				  (1ULL << KPF_UNEVICTABLE));
+
+	return n > 0 ? n : 0;
 }
 
 static unsigned int pick_mode(struct seq_rng *r, enum variant v)
@@ -548,9 +556,9 @@ static int kernel_is_rt(void)
  */
 static int kernel_unmap_undercounts(void)
 {
-	int fd = memfd_create("mlf-mix-probe", 0), pm = -1, kf = -1, ret = -1;
+	int fd = memfd_create("mlf-mix-probe", 0), ret = -1;
 	char *a = NULL, *b = NULL, *scratch = NULL;
-	int lost = 0;
+	long locked;
 
 	if (fd < 0 || ftruncate(fd, NPG * PG))
 		goto out;
@@ -564,17 +572,9 @@ static int kernel_unmap_undercounts(void)
 	for (int i = 0; i < NPG; i++)
 		(void)*(volatile char *)(b + i * PG);
 	munlock(scratch, PG);
-	pm = open("/proc/self/pagemap", O_RDONLY);
-	kf = open("/proc/kpageflags", O_RDONLY);
-	if (pm < 0 || kf < 0)
-		goto out;
-	for (int i = 0; i < NPG; i++) {
-		int present;
-
-		lost += !(kpageflags_of(pm, kf, b + i * PG, &present) &
-			  (1ULL << KPF_MLOCKED));
-	}
-	ret = lost > 0;
+	locked = pages_flagged(b, 1ULL << KPF_MLOCKED);
+	if (locked >= 0)
+		ret = locked < NPG;
 out:
 	/* (munmap() unlocks too: nothing of the probe stays locked) */
 	if (a)
@@ -583,10 +583,6 @@ out:
 		munmap(b, NPG * PG);
 	if (scratch)
 		munmap(scratch, NPG * PG);
-	if (pm >= 0)
-		close(pm);
-	if (kf >= 0)
-		close(kf);
 	if (fd >= 0)
 		close(fd);
 	return ret;
