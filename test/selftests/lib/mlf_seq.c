@@ -337,3 +337,31 @@ long seq_env_long(const char *name, long dflt)
 
 	return v && *v ? strtol(v, NULL, 0) : dflt;
 }
+
+double seq_fisher_greater(long x, long n, long xc, long nc)
+{
+	long k = x + xc, lo, hi, i;
+	double t = 1, all = 0, tail = 0;
+
+	if (n <= 0 || nc <= 0 || x < 0 || xc < 0 || x > n || xc > nc)
+		return 1;
+	/* X: events of the @n runs, given @k in all: hypergeometric. */
+	lo = k - nc > 0 ? k - nc : 0;
+	hi = k < n ? k : n;
+	/*
+	 * Terms relative to the first, by their ratio: no factorials, no
+	 * libm.  Rescaled before they could overflow.
+	 */
+	for (i = lo; i <= hi; i++) {
+		if (i >= x)
+			tail += t;
+		all += t;
+		if (t > 1e250 || all > 1e250) {
+			t /= 1e250;
+			all /= 1e250;
+			tail /= 1e250;
+		}
+		t *= (double)(k - i) * (n - i) / ((i + 1.0) * (nc - k + i + 1.0));
+	}
+	return all > 0 ? tail / all : 1;
+}

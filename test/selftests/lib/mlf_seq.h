@@ -69,6 +69,16 @@ char *seq_local_drain(char *at, char *other);
 void seq_window_state(struct seq_buf *out, unsigned long lo, unsigned long hi,
 		      char *tmp, size_t tmpcap, int kpf);
 
+/*
+ * One-sided Fisher exact test: the chance that runs of a variant show @x or
+ * more events of @n runs when @xc of @nc runs of the control show it and
+ * both have the same rate (hypergeometric, given the @x + @xc events in
+ * all).  Exact for any rate: a verdict "worse than the control" taken at
+ * p < alpha is wrong by chance with probability at most alpha.  1 when
+ * either side has no runs.
+ */
+double seq_fisher_greater(long x, long n, long xc, long nc);
+
 /* Monotonic seconds. */
 double seq_now(void);
 
