@@ -15,18 +15,20 @@
  *  - leak: once all have unlocked everything and DRAIN ran, no page of the
  *    shared regions is PG_mlocked or on the unevictable list, and Mlocked
  *    and Unevictable are back where they were.
- * With one CPU online, no run may leak, and no variant undercount in more
- * runs than the control, but by a small margin on the kernels that
- * undercount alone (one_cpu_no_leak_in_any_variant).  On two CPUs the
- * kernel's own batches race (mm/mlock.c: "might undercount"), so the mixed
- * variants may leak only as the kernel does
- * (all_cpus_no_worse_than_the_syscalls).
+ * With one CPU online, no run may leak, and no variant may undercount in
+ * more runs than the control, as a one-sided exact test on the two counts
+ * tells (mix_compare(): the kernel undercounts alone there too, rarely).
+ * On two CPUs the kernel's own batches race (mm/mlock.c: "might
+ * undercount"), so the variants may leak only as the kernel does, and
+ * undercount no more often (all_cpus_no_worse_than_the_syscalls).
  *
  * Knobs (environment): MLF_MIX_SEEDS runs per variant (default 40),
  * MLF_SEED the first seed (to replay: seeds are MLF_SEED, MLF_SEED+1, ...),
  * MLF_MIX_OPS calls per process and phase (default 24), MLF_MIX_VARIANT=n
  * only variant n (0 the control, 1 mixed with random modes, 2 mixed in
- * deferred mode).
+ * deferred mode, 3 to 6 the device alone in default, eager, deferred and
+ * reclaim mode), MLF_MIX_CONFIRM the runs of a second stage (default 400).
+ * test/vm/mix-rates measures the rates over many runs.
  */
 #include <errno.h>
 #include <fcntl.h>
