@@ -491,15 +491,19 @@ TEST(mlock_scale_copies_are_reaped)
 
 TEST(mlock_scale_copies_die_with_the_parent)
 {
-	/* The shell leaves mlock_scale to us, and its copies once it dies. */
+	/*
+	 * The shell leaves mlock_scale to us, and its copies once it dies;
+	 * killed after 5 s, time enough for a loaded guest to start the
+	 * copies and print a second's line.
+	 */
 	struct result r = tool(_metadata,
-			       "mlock_scale -d 60 -t 2 -m deferred & sleep 2; kill -9 $!");
+			       "mlock_scale -d 60 -t 2 -m deferred & sleep 5; kill -9 $!");
 
 	EXPECT_EQ(0, r.status) TH_LOG("%s", r.err);
 	/* the 2 copies, and the parent unless the shell reaped it first */
 	EXPECT_TRUE(r.orphans == 2 || r.orphans == 3)
 		TH_LOG("%d processes left to us (-1: one lived on 10 s)", r.orphans);
-	EXPECT_NE(NULL, strstr(r.out, "min:")) TH_LOG("it ran for 2 s: '%s'", r.out);
+	EXPECT_NE(NULL, strstr(r.out, "min:")) TH_LOG("it ran for 5 s: '%s'", r.out);
 	result_free(&r);
 }
 
