@@ -244,15 +244,13 @@ int run(const char *fmt, ...)
  * records (a byte offset into dmesg's text did not, after the stress
  * test's hotplug messages).
  */
-static unsigned long long dmesg_mark_seq;
-static int dmesg_marked;
+static long long dmesg_mark_seq = -1;	/* -1: no mark, the whole log */
 
 /*
  * Occurrences of @needle (NULL: none) in the messages of records after
- * sequence number @after (all if !@marked); *@last the last record's.
+ * sequence number @after; returns the last record's in *@last.
  */
-static int kmsg_scan(const char *needle, int marked, unsigned long long after,
-		     unsigned long long *last)
+static int kmsg_scan(const char *needle, long long after, long long *last)
 {
 	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	char rec[8192];
@@ -262,7 +260,7 @@ static int kmsg_scan(const char *needle, int marked, unsigned long long after,
 		return -1;
 	for (;;) {
 		ssize_t len = read(fd, rec, sizeof(rec) - 1);
-		unsigned long long seq;
+		long long seq;
 		char *msg, *p;
 
 		if (len < 0 && errno == EPIPE)
@@ -271,10 +269,10 @@ static int kmsg_scan(const char *needle, int marked, unsigned long long after,
 			break;
 		rec[len] = 0;
 		msg = strchr(rec, ';');
-		if (sscanf(rec, "%*u,%llu", &seq) != 1 || !msg)
+		if (sscanf(rec, "%*u,%lld", &seq) != 1 || !msg)
 			continue;
 		*last = seq;
-		if ((marked && seq <= after) || !needle)
+		if (seq <= after || !needle)
 			continue;
 		/* the message only, not the key=value lines after it */
 		p = strchr(++msg, '\n');
@@ -289,19 +287,17 @@ static int kmsg_scan(const char *needle, int marked, unsigned long long after,
 
 void dmesg_mark(void)
 {
-	unsigned long long last = 0;
+	long long last = -1;
 
-	if (kmsg_scan(NULL, 0, 0, &last) >= 0) {
+	if (kmsg_scan(NULL, -1, &last) >= 0)
 		dmesg_mark_seq = last;
-		dmesg_marked = 1;
-	}
 }
 
 int dmesg_count(const char *needle)
 {
-	unsigned long long last = 0;
+	long long last;
 
-	return kmsg_scan(needle, dmesg_marked, dmesg_mark_seq, &last);
+	return kmsg_scan(needle, dmesg_mark_seq, &last);
 }
 
 void mlocked_pages_report(void)
