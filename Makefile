@@ -51,7 +51,7 @@ LINUX_SOURCE_TAR := $(lastword $(sort $(wildcard /usr/src/linux-source-6.12.tar.
 KSELFTEST_HDRS := $(BUILD)/kselftest/kselftest_harness.h $(BUILD)/kselftest/kselftest.h
 
 TESTS := $(patsubst test/selftests/%.c,$(BIN)/%,$(wildcard test/selftests/*_test.c))
-TOOLS := $(patsubst test/%.c,$(BIN)/%,$(wildcard test/*.c))
+TOOLS := $(patsubst test/%.c,$(BIN)/%,$(wildcard test/*.c)) $(BIN)/mlockfast-run
 SCRIPTS := $(patsubst test/guest/%,$(BIN)/%,$(wildcard test/guest/*))
 TEST_LIB := $(wildcard test/selftests/lib/*.c)
 TEST_LIB_H := $(wildcard test/selftests/lib/*.h)
@@ -78,6 +78,11 @@ $(BIN)/%_test: test/selftests/%_test.c $(TEST_LIB) $(TEST_LIB_H) include/uapi/li
 $(BIN)/%: test/%.c test/mlf_tool.h include/uapi/linux/mlockfast.h
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(DYN_LDFLAGS) -lm
+
+# No libmlockfast: the command it execs is routed by the kernel.
+$(BIN)/mlockfast-run: tools/mlockfast-run.c include/uapi/linux/mlockfast.h
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -o $@ $< $(LDFLAGS)
 
 $(BIN)/%: test/guest/%
 	@mkdir -p $(BIN)

@@ -3,6 +3,7 @@
 #ifndef MLF_LIB_INTERNAL_H
 #define MLF_LIB_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <sys/syscall.h>
 
@@ -20,7 +21,16 @@ enum mlf_route {
 	MLF_DEVICE,	/* the device answered: its result stands */
 	MLF_SYSCALL,	/* the caller must make the system call */
 	MLF_REFUSED,	/* strict mode: -1, errno set */
+	MLF_ROUTED,	/* the caller makes the system call; the kernel routes it */
 };
+
+/*
+ * 1: the module routed this process's plain calls when the library opened
+ * the device (MLOCKFAST_IOC_ROUTE); the interposers then make the system
+ * call, as the ioctl would only add cost.  Hidden, so it is read without a
+ * GOT load.
+ */
+extern atomic_int mlf_routed __attribute__((visibility("hidden")));
 
 /*
  * The system call itself, as libc's wrappers make it: -1 with errno set on
@@ -52,6 +62,9 @@ enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd, void *arg,
 
 /* Count a call the caller made as a system call without asking the device. */
 void mlf_count_syscall(void);
+
+/* Count one it made as a system call because the kernel routes it. */
+void mlf_count_routed(void);
 
 /* MLOCKFAST_DEBUG=1: one stderr line "mlockfast: CALL = RET [ROUTE]". */
 void mlf_trace(enum mlf_route route, long ret, const char *fmt, ...)

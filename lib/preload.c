@@ -2,7 +2,9 @@
 /*
  * The interposers: mlock, mlock2, munlock, mlockall, munlockall, and
  * syscall() for their numbers, routed to /dev/mlockfast, else to the kernel
- * as libc would call it.
+ * as libc would call it.  In a process whose calls the kernel routes to
+ * the module, the system call itself, unless MLOCKFAST_MODE names a mode
+ * (a routed call gets the module's default).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -11,6 +13,22 @@
 #include <sys/syscall.h>
 #include <linux/mlockfast.h>
 #include "internal.h"
+
+/* MLF_SYSCALL or MLF_ROUTED: the caller makes the system call. */
+static int to_kernel(enum mlf_route route)
+{
+	return route == MLF_SYSCALL || route == MLF_ROUTED;
+}
+
+/* The kernel routes our calls, and @mode (MLOCKFAST_MODE's) asks no other. */
+static int kernel_routes(unsigned int mode, enum mlf_route *route)
+{
+	if (mode || !atomic_load_explicit(&mlf_routed, memory_order_relaxed))
+		return 0;
+	mlf_count_routed();
+	*route = MLF_ROUTED;
+	return 1;
+}
 
 /* mlock2's flags are all the device is given; it judges those, libc the rest. */
 static int lock(const void *addr, size_t len, unsigned int flags, enum mlf_route *route)
@@ -26,6 +44,8 @@ static int lock(const void *addr, size_t len, unsigned int flags, enum mlf_route
 		*route = MLF_SYSCALL;
 		return 0;
 	}
+	if (kernel_routes(r.flags & MLOCKFAST_MODE_MASK, route))
+		return 0;
 	*route = mlf_route(MLF_OP_LOCK, MLOCKFAST_IOC_LOCK, &r, 0, &ret);
 	return ret;
 }
@@ -38,6 +58,8 @@ static int unlock(const void *addr, size_t len, enum mlf_route *route)
 	};
 	int ret = 0;
 
+	if (kernel_routes(r.flags, route))
+		return 0;
 	*route = mlf_route(MLF_OP_UNLOCK, MLOCKFAST_IOC_UNLOCK, &r, 0, &ret);
 	return ret;
 }
@@ -54,6 +76,8 @@ static int lockall(int flags, enum mlf_route *route)
 		return 0;
 	}
 	a.flags = (unsigned int)flags | mlf_env_mode();
+	if (kernel_routes(a.flags & MLOCKFAST_MODE_MASK, route))
+		return 0;
 	*route = mlf_route(MLF_OP_LOCKALL, MLOCKFAST_IOC_LOCKALL, &a, 0, &ret);
 	return ret;
 }
@@ -62,6 +86,8 @@ static int unlockall(enum mlf_route *route)
 {
 	int ret = 0;
 
+	if (kernel_routes(mlf_env_mode(), route))
+		return 0;
 	*route = mlf_route(MLF_OP_UNLOCKALL, MLOCKFAST_IOC_UNLOCKALL, NULL, 0, &ret);
 	return ret;
 }
@@ -71,7 +97,7 @@ MLF_EXPORT int mlock(const void *addr, size_t len)
 	enum mlf_route route;
 	int ret = lock(addr, len, 0, &route);
 
-	if (route == MLF_SYSCALL)
+	if (to_kernel(route))
 		ret = libc_mlock(addr, len);
 	mlf_trace(route, ret, "mlock(%p, %zu)", addr, len);
 	return ret;
@@ -82,7 +108,7 @@ MLF_EXPORT int mlock2(const void *addr, size_t len, unsigned int flags)
 	enum mlf_route route;
 	int ret = lock(addr, len, flags, &route);
 
-	if (route == MLF_SYSCALL)
+	if (to_kernel(route))
 		ret = libc_mlock2(addr, len, flags);
 	mlf_trace(route, ret, "mlock2(%p, %zu, %#x)", addr, len, flags);
 	return ret;
@@ -93,7 +119,7 @@ MLF_EXPORT int munlock(const void *addr, size_t len)
 	enum mlf_route route;
 	int ret = unlock(addr, len, &route);
 
-	if (route == MLF_SYSCALL)
+	if (to_kernel(route))
 		ret = libc_munlock(addr, len);
 	mlf_trace(route, ret, "munlock(%p, %zu)", addr, len);
 	return ret;
@@ -104,7 +130,7 @@ MLF_EXPORT int mlockall(int flags)
 	enum mlf_route route;
 	int ret = lockall(flags, &route);
 
-	if (route == MLF_SYSCALL)
+	if (to_kernel(route))
 		ret = libc_mlockall(flags);
 	mlf_trace(route, ret, "mlockall(%#x)", flags);
 	return ret;
@@ -115,7 +141,7 @@ MLF_EXPORT int munlockall(void)
 	enum mlf_route route;
 	int ret = unlockall(&route);
 
-	if (route == MLF_SYSCALL)
+	if (to_kernel(route))
 		ret = libc_munlockall();
 	mlf_trace(route, ret, "munlockall()");
 	return ret;
@@ -157,7 +183,7 @@ MLF_EXPORT long syscall(long number, ...)
 	default:
 		return mlf_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 	}
-	if (route == MLF_SYSCALL)
+	if (to_kernel(route))
 		ret = mlf_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 	mlf_trace(route, ret, "syscall(%ld, %#lx, %#lx, %#lx)", number, a[0], a[1], a[2]);
 	return ret;

@@ -10,8 +10,10 @@
  * caller's own mm with the caller's current credentials and rlimits).  An
  * open that failed is tried again only where it can succeed later, and at
  * most once a second (a vDSO clock read per routed call, no system call).
- * Load costs one open (and its close at exit); a fallback is the system call
- * itself, with nothing to look up.  The hot path takes no lock and
+ * Load costs one open (and its close at exit) and, where it succeeds, one
+ * ioctl: whether the kernel routes the process's plain calls to the module
+ * (mlf_routed), in which case the interposers make the system call.  A
+ * fallback is the system call itself, with nothing to look up.  The hot path takes no lock and
  * allocates nothing: an acquire load of the descriptor and the ioctl.  It
  * writes nothing of ours either (the counters only count for MLOCKFAST_STATS,
  * and the ioctl is not bound through our GOT), so that a forked child's first
@@ -58,7 +60,9 @@ static struct {
 static atomic_int ready;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static atomic_ulong n_device[MLF_OP_NR], n_syscall, n_refused;
+static atomic_ulong n_device[MLF_OP_NR], n_syscall, n_refused, n_routed;
+
+atomic_int mlf_routed;
 
 static void count(atomic_ulong *n)
 {
@@ -171,6 +175,7 @@ static void child_reset(void)
 		atomic_store_explicit(&n_device[i], 0, memory_order_relaxed);
 	atomic_store_explicit(&n_syscall, 0, memory_order_relaxed);
 	atomic_store_explicit(&n_refused, 0, memory_order_relaxed);
+	atomic_store_explicit(&n_routed, 0, memory_order_relaxed);
 }
 
 static long now_s(void)
@@ -210,6 +215,21 @@ static void open_failed(int err)
 	atomic_store_explicit(&retry_at, at, memory_order_release);
 }
 
+/*
+ * Whether the kernel routes our plain calls, asked once a descriptor is
+ * ours.  A module without routing answers ENOTTY: not routed.  The answer
+ * can go stale (the route parameter, the process's own choice or its
+ * group changes); that costs speed, never a result: a call the kernel no
+ * longer routes is the stock system call.
+ */
+static void route_query(int fd)
+{
+	struct mlockfast_route r = { .size = sizeof(r), .choice = MLOCKFAST_ROUTE_QUERY };
+
+	if (!dev_ioctl(fd, MLOCKFAST_IOC_ROUTE, &r))
+		atomic_store_explicit(&mlf_routed, r.routed == 1, memory_order_relaxed);
+}
+
 /* Open the device; of two threads racing here, one descriptor is kept. */
 static int fd_open(void)
 {
@@ -223,6 +243,7 @@ static int fd_open(void)
 		close(fd);	/* another thread's open won */
 		return expected;
 	}
+	route_query(fd);
 	return fd;
 }
 
@@ -314,8 +335,8 @@ __attribute__((destructor)) static void mlf_report(void)
 	for (int i = 0; i < MLF_OP_NR; i++)
 		n += snprintf(buf + n, sizeof(buf) - n, " %s %lu", names[i],
 			      atomic_load(&n_device[i]));
-	say("pid %d: device%s; syscall %lu; refused %lu", (int)getpid(), buf,
-	    atomic_load(&n_syscall), atomic_load(&n_refused));
+	say("pid %d: device%s; syscall %lu; refused %lu; routed %lu", (int)getpid(), buf,
+	    atomic_load(&n_syscall), atomic_load(&n_refused), atomic_load(&n_routed));
 }
 
 /* Errnos that are the ioctl's, never the syscall's: the device declined. */
@@ -384,9 +405,14 @@ void mlf_count_syscall(void)
 	count(&n_syscall);
 }
 
+void mlf_count_routed(void)
+{
+	count(&n_routed);
+}
+
 void mlf_trace(enum mlf_route route, long ret, const char *fmt, ...)
 {
-	static const char * const where[] = { "device", "syscall", "refused" };
+	static const char * const where[] = { "device", "syscall", "refused", "routed" };
 	char call[160];
 	int err = errno;
 	va_list ap;

@@ -17,6 +17,7 @@
 #include <linux/userfaultfd_k.h>
 #include <linux/mm_inline.h>
 #include <linux/swap.h>
+#include <linux/tracepoint.h>
 #include <linux/workqueue.h>
 #include "compat.h"
 
@@ -120,6 +121,32 @@ static int mlf_patch(struct static_call_key *key, void *tramp, const char *sym)
 		return -ENOENT;
 	__static_call_update(key, tramp, (void *)addr);
 	return 0;
+}
+
+unsigned long mlf_compat_func_addr(const char *sym)
+{
+	return mlf_resolve(sym, true);
+}
+
+struct mlf_tp_find {
+	const char *name;
+	struct tracepoint *tp;
+};
+
+static void mlf_tp_match(struct tracepoint *tp, void *priv)
+{
+	struct mlf_tp_find *f = priv;
+
+	if (!strcmp(tp->name, f->name))
+		f->tp = tp;
+}
+
+struct tracepoint *mlf_compat_tracepoint(const char *name)
+{
+	struct mlf_tp_find f = { .name = name };
+
+	for_each_kernel_tracepoint(mlf_tp_match, &f);
+	return f.tp;
 }
 
 int mlf_compat_init(const char *debug_require_symbol)

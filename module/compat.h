@@ -69,6 +69,9 @@
  * MLF_ZAP_LEAVES_MUNLOCKS_QUEUED unmapping leaves its munlocks in this CPU's
  *				mlock batch (7.2: free_pages_and_swap_cache()
  *				no longer drains), for the next drain
+ * MLF_HAVE_FTRACE_REGS_SET_IP	an ftrace handler sets the traced function's
+ *				new ip with ftrace_regs_set_instruction_pointer()
+ *				(6.12, 7.2); else ftrace_instruction_pointer_set()
  */
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 1, 0) && \
 	LINUX_VERSION_CODE < KERNEL_VERSION(6, 2, 0)
@@ -86,6 +89,7 @@
 #define MLF_PTE_TABLES_MAY_VANISH 1
 #define MLF_PTE_OFFSET_MAP_LOCK	__pte_offset_map_lock
 #define MLF_HAVE_PAGE_DEVMAP 1
+#define MLF_HAVE_FTRACE_REGS_SET_IP 1
 #define MLF_HAVE_PTDESC 1
 #define MLF_MAS_HAS_STATUS 1
 #define MLF_VMA_FLAGS_NEED_WRITE_LOCK 1
@@ -102,6 +106,7 @@
 #define MLF_NEED_MLOCK_DRAIN	"need_mlock_drain"
 #define MLF_PTE_TABLES_MAY_VANISH 1
 #define MLF_PTE_OFFSET_MAP_LOCK	pte_offset_map_lock
+#define MLF_HAVE_FTRACE_REGS_SET_IP 1
 #define MLF_HAVE_PTDESC 1
 #define MLF_MAS_HAS_STATUS 1
 #define MLF_VMA_FLAGS_NEED_WRITE_LOCK 1
@@ -146,6 +151,21 @@
 #define MLF_VM_MERGE_IGNORED	(VM_SOFTDIRTY | VM_MAYBE_GUARD)
 #else
 #define MLF_VM_MERGE_IGNORED	VM_SOFTDIRTY
+#endif
+
+/*
+ * Routing (route.c) redirects the syscalls the way livepatch does: an
+ * ftrace_ops that modifies the ip, on a trampoline that saves the regs.
+ */
+#if !defined(CONFIG_DYNAMIC_FTRACE_WITH_REGS) || !defined(CONFIG_TRACEPOINTS) || \
+	!defined(CONFIG_TASKS_RCU)
+#error "mlockfast needs DYNAMIC_FTRACE_WITH_REGS, TRACEPOINTS and TASKS_RCU"
+#endif
+
+#ifndef MLF_HAVE_FTRACE_REGS_SET_IP
+#include <linux/ftrace.h>
+#define ftrace_regs_set_instruction_pointer(fregs, ip) \
+	ftrace_instruction_pointer_set(fregs, ip)
 #endif
 
 /*
@@ -241,6 +261,11 @@ extern unsigned long *mlf_huge_zero_pfn;
 #endif
 
 int mlf_compat_init(const char *debug_require_symbol);
+
+/* The start of function @sym (the route hooks' targets), or 0, logged. */
+unsigned long mlf_compat_func_addr(const char *sym);
+/* The kernel's tracepoint @name, or NULL. */
+struct tracepoint *mlf_compat_tracepoint(const char *name);
 
 /*
  * Before a call into the kernel that takes sleeping locks on PREEMPT_RT:

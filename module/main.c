@@ -15,6 +15,7 @@
 #include <generated/utsrelease.h>
 #include "compat.h"
 #include "mlockfast.h"
+#include "route.h"
 
 DEFINE_PER_CPU(struct mlf_stats, mlf_stats);
 
@@ -106,6 +107,7 @@ void mlf_stats_read(struct mlockfast_stats *out)
 		out->batches_applied += s->batches_applied;
 		out->populate_calls += s->populate_calls;
 		out->legacy_drains += s->legacy_drains;
+		out->calls_routed += s->calls_routed;
 		for (i = 0; i < MLOCKFAST_STAT_NR_MODES; i++) {
 			out->mode_calls[i] += s->mode_calls[i];
 			out->mode_pages[i] += s->mode_pages[i];
@@ -154,7 +156,7 @@ static long mlf_ioc_info(void __user *uarg)
 			    MLOCKFAST_FEAT_VEC | MLOCKFAST_FEAT_DRAIN |
 			    MLOCKFAST_FEAT_STATS | MLOCKFAST_FEAT_EAGER |
 			    MLOCKFAST_FEAT_DEFERRED | MLOCKFAST_FEAT_RECLAIM |
-			    MLOCKFAST_FEAT_LEGACY,
+			    MLOCKFAST_FEAT_LEGACY | MLOCKFAST_FEAT_ROUTE,
 		.default_mode = READ_ONCE(mlf_default_mode) << MLOCKFAST_MODE_SHIFT,
 		.batch_size = 0,	/* no batch of the module's own */
 	};
@@ -295,6 +297,8 @@ static long mlf_dispatch(struct mlf_file *f, unsigned int cmd,
 		return mlf_drain_kernel_batches();
 	case MLOCKFAST_IOC_STATS:
 		return mlf_ioc_stats(uarg);
+	case MLOCKFAST_IOC_ROUTE:
+		return mlf_route_ioctl(uarg);
 	}
 	return -ENOTTY;
 }
@@ -369,6 +373,10 @@ static ssize_t stats_show(struct device *dev, struct device_attribute *attr,
 				     s.mode_pages[i]);
 	len += sysfs_emit_at(buf, len, "mms_tracked %llu\nfolios_held %llu\n",
 			     s.mms_tracked, s.folios_held);
+	len += sysfs_emit_at(buf, len,
+			     "calls_routed %llu\nroute_procs %lu\nroute_inherit_lost %lu\n",
+			     s.calls_routed, mlf_route_procs_tracked(),
+			     mlf_route_inherit_failures());
 	return len;
 }
 static DEVICE_ATTR_RO(stats);
@@ -401,6 +409,12 @@ static int __init mlf_init(void)
 		mlf_mm_exit();
 		return ret;
 	}
+	ret = mlf_route_init();
+	if (ret) {
+		misc_deregister(&mlf_misc);
+		mlf_mm_exit();
+		return ret;
+	}
 	pr_info("%s loaded for %s (series %s), default mode %s\n",
 		MLOCKFAST_VERSION, UTS_RELEASE, MLF_SERIES,
 		mlf_mode_names[mlf_default_mode]);
@@ -409,6 +423,7 @@ static int __init mlf_init(void)
 
 static void __exit mlf_exit(void)
 {
+	mlf_route_exit();
 	misc_deregister(&mlf_misc);
 	mlf_mm_exit();
 }

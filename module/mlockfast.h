@@ -28,7 +28,7 @@ struct mlf_stats {
 	u64 calls_lockv, calls_unlockv, calls_drain, errors;
 	u64 pages_locked, pages_unlocked;
 	u64 moves_queued, moves_applied, moves_cancelled, batches_applied;
-	u64 populate_calls, legacy_drains;
+	u64 populate_calls, legacy_drains, calls_routed;
 	u64 mode_calls[MLOCKFAST_STAT_NR_MODES];
 	u64 mode_pages[MLOCKFAST_STAT_NR_MODES];
 };

@@ -86,4 +86,15 @@ static inline int lock_pair(int dev_fd, int mode, char *buf, size_t size)
 	return ioctl(dev_fd, MLOCKFAST_IOC_UNLOCK, &r) ? -1 : 0;
 }
 
+/*
+ * MLOCKFAST_IOC_ROUTE: make @choice (MLOCKFAST_ROUTE_*) the caller's and
+ * fill in @r with the reply.  0, or -1 with errno (ENOTTY: a module
+ * without routing).
+ */
+static inline int route_choose(int dev_fd, unsigned int choice, struct mlockfast_route *r)
+{
+	*r = (struct mlockfast_route){ .size = sizeof(*r), .choice = choice };
+	return ioctl(dev_fd, MLOCKFAST_IOC_ROUTE, r);
+}
+
 #endif

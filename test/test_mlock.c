@@ -2,8 +2,9 @@
 /*
  * test_mlock: time COUNT mlock+munlock pairs through the stock syscall,
  * through libmlockfast's mlock/munlock (preload: what an unmodified program
- * gets with LD_PRELOAD) and through /dev/mlockfast in each mode, side by
- * side in one run.
+ * gets with LD_PRELOAD), through the syscall routed to the module (routed:
+ * what it gets under mlockfast-run) and through /dev/mlockfast in each mode,
+ * side by side in one run.
  *
  *   test_mlock -c COUNT [-s SIZE] [-m MODE[,MODE...]|all] [-f anon|file|shmem]
  *              [-r REPEATS] [-w WARMUP] [--json]
@@ -33,14 +34,38 @@ struct sample {
 
 static int dev_fd = -1;
 
+/* routed is test_mlock's alone: mlock_scale would time it unrouted. */
+enum { M_ROUTED = M_NR, T_NR };
+
+/* Rows in this order: routed beside preload, the other unmodified-program way. */
+_Static_assert(M_NR == 7, "order[] lists every mode");
+static const int order[T_NR] = {
+	M_SYSCALL, M_PRELOAD, M_ROUTED, M_IOCTL, M_EAGER, M_DEFERRED, M_RECLAIM, M_LEGACY,
+};
+
+static const char *name(int m)
+{
+	return m == M_ROUTED ? "routed" : mode_names[m];
+}
+
+/*
+ * Syscall routing: the choice this process came with, put back after each
+ * mode that makes its own (0: the module has no routing, nothing to make);
+ * and why -m routed cannot run (NULL: it can).
+ */
+static unsigned int route_prev;
+static const char *route_why;
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: test_mlock -c COUNT [-s SIZE] [-m MODE[,MODE...]|all]\n"
 		"                  [-f anon|file|shmem] [-r REPEATS] [-w WARMUP] [--json]\n"
-		"  MODE: syscall, preload (mlock/munlock routed by libmlockfast), ioctl\n"
-		"        (the module's default mode), eager, deferred, reclaim, legacy;\n"
-		"        default all. SIZE takes K/M suffixes, default 64K.\n"
+		"  MODE: syscall, preload (mlock/munlock routed by libmlockfast), routed\n"
+		"        (the syscalls routed to the module: MLOCKFAST_IOC_ROUTE ON),\n"
+		"        ioctl (the module's default mode), eager, deferred, reclaim,\n"
+		"        legacy; default all (with routed if the module routes).\n"
+		"        SIZE takes K/M suffixes, default 64K.\n"
 		"  WARMUP: syscall pairs run once before measuring (default 30000).\n");
 }
 
@@ -58,7 +83,8 @@ static long parse_size(const char *s)
 	return *end ? -1 : v;
 }
 
-static int parse_modes(const char *arg, bool *want)
+/* @all: "all" was among them (routed is added later, if it can run). */
+static int parse_modes(const char *arg, bool *want, bool *all)
 {
 	char *copy = strdup(arg), *tok, *save = NULL;
 	int n = 0;
@@ -69,12 +95,13 @@ static int parse_modes(const char *arg, bool *want)
 		if (!strcmp(tok, "all")) {
 			for (m = 0; m < M_NR; m++)
 				want[m] = true;
+			*all = true;
 			n += M_NR;
 			continue;
 		}
-		for (m = 0; m < M_NR && strcmp(tok, mode_names[m]); m++)
+		for (m = 0; m < T_NR && strcmp(tok, name(m)); m++)
 			;
-		if (m == M_NR) {
+		if (m == T_NR) {
 			fprintf(stderr, "test_mlock: unknown mode '%s'\n", tok);
 			free(copy);
 			return -1;
@@ -121,26 +148,111 @@ static double tv(struct timeval t)
 	return t.tv_sec + t.tv_usec / 1e6;
 }
 
+/*
+ * Whether the module routes syscalls, and this process's choice: sets
+ * route_prev and route_why.  Without the device, or with a module that
+ * routes nothing, no one is routed and there is nothing to opt out of.
+ */
+static void route_probe(void)
+{
+	struct mlockfast_info info = { 0 };
+	struct mlockfast_route r;
+	FILE *f;
+	char param[16] = "";
+
+	if (dev_fd < 0) {
+		route_why = "it needs " MLOCKFAST_DEVICE;
+		/* route=all routes us, and without the device we cannot opt out */
+		f = fopen("/sys/module/mlockfast/parameters/route", "r");
+		if (f && fgets(param, sizeof(param), f) && !strcmp(param, "all\n"))
+			fprintf(stderr, "test_mlock: warning: route=all, and without %s the syscall\n"
+				"  rows cannot opt out: they time the routed path, not the stock one\n",
+				MLOCKFAST_DEVICE);
+		if (f)
+			fclose(f);
+		return;
+	}
+	if (ioctl(dev_fd, MLOCKFAST_IOC_INFO, &info) || !(info.features & MLOCKFAST_FEAT_ROUTE)) {
+		route_why = "this mlockfast module has no syscall routing (no MLOCKFAST_FEAT_ROUTE)";
+		return;
+	}
+	if (route_choose(dev_fd, MLOCKFAST_ROUTE_QUERY, &r)) {
+		route_why = errno == ENOTTY ?
+			"this mlockfast module has no syscall routing (MLOCKFAST_IOC_ROUTE: ENOTTY)" :
+			"MLOCKFAST_IOC_ROUTE failed";
+		fprintf(stderr, "test_mlock: MLOCKFAST_IOC_ROUTE: %s\n", strerror(errno));
+		return;
+	}
+	route_prev = r.choice ? r.choice : MLOCKFAST_ROUTE_DEFAULT;
+	if (r.routing == MLOCKFAST_ROUTING_OFF)
+		route_why = "routing is off (route=off): the syscalls would take the stock path";
+}
+
+/*
+ * Make @choice this process's (0: leave it); for ON, check that the module
+ * then routes us, so that a stock figure is never labelled routed.
+ */
+static int route_set(unsigned int choice)
+{
+	struct mlockfast_route r;
+
+	if (!route_prev || !choice)
+		return 0;
+	if (route_choose(dev_fd, choice, &r)) {
+		fprintf(stderr, "test_mlock: MLOCKFAST_IOC_ROUTE %u: %s\n", choice, strerror(errno));
+		return -1;
+	}
+	if (choice == MLOCKFAST_ROUTE_ON && !r.routed) {
+		fprintf(stderr, "test_mlock: routed: the module does not route this process (route=%s)\n",
+			r.routing == MLOCKFAST_ROUTING_OFF ? "off" :
+			r.routing == MLOCKFAST_ROUTING_GROUP ? "group" : "all");
+		return -1;
+	}
+	return 0;
+}
+
+/* The choice a mode runs with: the stock figures never routed (route=all). */
+static unsigned int route_choice(int mode)
+{
+	if (mode == M_ROUTED)
+		return MLOCKFAST_ROUTE_ON;
+	if (mode == M_SYSCALL || mode == M_LEGACY)
+		return MLOCKFAST_ROUTE_NEVER;
+	return 0;
+}
+
+/* @count pairs through @mode; routed's are the plain calls. */
+static int run_pairs(int mode, char *buf, size_t size, long count, const char *what)
+{
+	if (mode == M_ROUTED)
+		mode = M_SYSCALL;
+	for (long i = 0; i < count; i++) {
+		if (lock_pair(dev_fd, mode, buf, size)) {
+			fprintf(stderr, "test_mlock: %s: %s\n", what, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The choice is made and put back outside the timed loop. */
 static int measure(int mode, char *buf, size_t size, long count,
 		   struct sample *s)
 {
 	struct rusage r0, r1;
 	double t0;
 
+	if (route_set(route_choice(mode)))
+		return -1;
 	getrusage(RUSAGE_SELF, &r0);
 	t0 = now(CLOCK_MONOTONIC);
-	for (long i = 0; i < count; i++) {
-		if (lock_pair(dev_fd, mode, buf, size)) {
-			fprintf(stderr, "test_mlock: %s: %s\n", mode_names[mode],
-				strerror(errno));
-			return -1;
-		}
-	}
+	if (run_pairs(mode, buf, size, count, name(mode)))
+		return -1;
 	s->real = now(CLOCK_MONOTONIC) - t0;
 	getrusage(RUSAGE_SELF, &r1);
 	s->user = tv(r1.ru_utime) - tv(r0.ru_utime);
 	s->sys = tv(r1.ru_stime) - tv(r0.ru_stime);
-	return 0;
+	return route_choice(mode) ? route_set(route_prev) : 0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -175,9 +287,9 @@ int main(int argc, char **argv)
 	};
 	long count = 100000, size = 64 << 10, warmup = 30000;
 	const char *kind = "anon";
-	bool want[M_NR] = { false }, json = false, any = false;
+	bool want[T_NR] = { false }, json = false, any = false, all = false;
 	int repeats = 1, opt, rc = 0;
-	struct sample *samples[M_NR] = { NULL };
+	struct sample *samples[T_NR] = { NULL };
 	char sz[32];
 
 	while ((opt = getopt_long(argc, argv, "c:s:m:f:r:w:h", longopts, NULL)) != -1) {
@@ -189,7 +301,7 @@ int main(int argc, char **argv)
 			size = parse_size(optarg);
 			break;
 		case 'm':
-			if (parse_modes(optarg, want) < 0) {
+			if (parse_modes(optarg, want, &all) < 0) {
 				usage(stderr);
 				return 2;
 			}
@@ -220,11 +332,13 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	for (int m = 0; m < M_NR; m++)
+	for (int m = 0; m < T_NR; m++)
 		any |= want[m];
-	if (!any)
+	if (!any) {
 		for (int m = 0; m < M_NR; m++)
 			want[m] = true;
+		all = true;
+	}
 
 	if (want[M_PRELOAD] && preload_open("test_mlock"))
 		return 1;
@@ -238,7 +352,18 @@ int main(int argc, char **argv)
 			want[m] = false;
 		rc = 1;
 	}
-	for (int m = 0; m < M_NR; m++) {
+	route_probe();
+	if (want[M_ROUTED] && route_why) {
+		fprintf(stderr, "test_mlock: -m routed: %s\n", route_why);
+		if (route_prev)	/* routing, but off */
+			fprintf(stderr, "  turn it on: echo group >/sys/module/mlockfast/parameters/route\n");
+		return 1;
+	}
+	if (all && !route_why)
+		want[M_ROUTED] = true;
+	else if (all && dev_fd >= 0 && !json)
+		printf("# routed: skipped: %s\n", route_why);
+	for (int m = 0; m < T_NR; m++) {
 		if (!want[m])
 			continue;
 		samples[m] = calloc(repeats, sizeof(struct sample));
@@ -256,16 +381,15 @@ int main(int argc, char **argv)
 
 		if (!w)
 			return 1;
-		for (long i = 0; i < warmup; i++)
-			if (lock_pair(dev_fd, M_SYSCALL, w, size)) {
-				fprintf(stderr, "test_mlock: warm-up: %s\n", strerror(errno));
-				return 1;
-			}
+		if (route_set(MLOCKFAST_ROUTE_NEVER) ||
+		    run_pairs(M_SYSCALL, w, size, warmup, "warm-up") || route_set(route_prev))
+			return 1;
 		munmap(w - GUARD, size + 2 * GUARD);
 	}
 	/* Interleave the modes, A B A B ..., so drift hits all of them alike. */
 	for (int r = 0; r < repeats; r++) {
-		for (int m = 0; m < M_NR; m++) {
+		for (int i = 0; i < T_NR; i++) {
+			int m = order[i];
 			struct sample *s;
 			char *buf;
 
@@ -292,11 +416,11 @@ int main(int argc, char **argv)
 				printf("{\"mode\":\"%s\",\"size\":%ld,\"count\":%ld,\"repeat\":%d,"
 				       "\"real_s\":%.6f,\"user_s\":%.6f,\"sys_s\":%.6f,"
 				       "\"ns_per_pair\":%.1f}\n",
-				       mode_names[m], size, count, r, s->real, s->user,
+				       name(m), size, count, r, s->real, s->user,
 				       s->sys, s->real * 1e9 / count);
 			else
 				printf("# %-8s run %d: real %.3fs user %.3fs sys %.3fs\n",
-				       mode_names[m], r + 1, s->real, s->user, s->sys);
+				       name(m), r + 1, s->real, s->user, s->sys);
 			fflush(stdout);
 		}
 	}
@@ -308,7 +432,8 @@ int main(int argc, char **argv)
 	printf("%-9s %5s %9s %9s %9s %9s %12s %12s %10s%s\n", "mode", "size",
 	       "count", "real(s)", "user(s)", "sys(s)", "ns/pair", "pairs/s",
 	       "vs syscall", repeats > 1 ? "  real min-max (s)" : "");
-	for (int m = 0; m < M_NR; m++) {
+	for (int i = 0; i < T_NR; i++) {
+		int m = order[i];
 		double real[repeats], user[repeats], sys[repeats], med, lo, hi;
 
 		if (!want[m])
@@ -323,7 +448,7 @@ int main(int argc, char **argv)
 		hi = real[repeats - 1];
 		if (m == M_SYSCALL)
 			base = med;
-		printf("%-9s %5s %9ld %9.3f %9.3f %9.3f %12.1f %12.0f ", mode_names[m],
+		printf("%-9s %5s %9ld %9.3f %9.3f %9.3f %12.1f %12.0f ", name(m),
 		       sz, count, med, median(user, repeats), median(sys, repeats),
 		       med * 1e9 / count, count / med);
 		if (base > 0)

@@ -500,6 +500,43 @@ static void show_stray_mlocked(struct __test_metadata *_metadata)
 }
 
 /*
+ * Anon pages on an LRU that no page table maps any more, swap cache aside:
+ * once the processes that had them are gone and the per-CPU batches are
+ * drained, the kernel frees such a page at once, so one that stays is held
+ * by a leaked folio reference.  An exact count, where the anon LRU's size
+ * (tmpfs is on it too) moves by tens of kB from round to round.
+ */
+static long unmapped_anon_pages(void)
+{
+	int kf = open("/proc/kpageflags", O_RDONLY);
+	int kc = open("/proc/kpagecount", O_RDONLY);
+	static uint64_t fl[4096], cnt[4096];
+	const uint64_t anon_lru = 1ULL << 12 | 1ULL << 5, swapcache = 1ULL << 14;
+	long n_pages = 0;
+
+	if (kf < 0 || kc < 0)
+		n_pages = -1;
+	for (uint64_t pfn = 0; n_pages >= 0; pfn += 4096) {
+		ssize_t n = pread(kf, fl, sizeof(fl), pfn * 8);
+
+		if (n <= 0)
+			break;
+		if (pread(kc, cnt, n, pfn * 8) != n) {
+			n_pages = -1;
+			break;
+		}
+		for (ssize_t i = 0; i < n / 8; i++)
+			n_pages += (fl[i] & (anon_lru | swapcache)) == anon_lru &&
+				   !cnt[i];
+	}
+	if (kf >= 0)
+		close(kf);
+	if (kc >= 0)
+		close(kc);
+	return n_pages;
+}
+
+/*
  * The stress itself, in a process exec'd from a private copy of this
  * binary: mlockall(MCL_CURRENT) locks the text, and pages shared with
  * processes outside the test (the harness maps this binary too) would
@@ -672,11 +709,14 @@ static void drain_counted(void)
 }
 
 /*
- * Memory that rounds must give back: anon LRU pages (a folio reference
- * leaked after unmap keeps its folio there) and unreclaimable slab.
- * MemFree is only shown: THP, per-CPU page lists and the deferred split
- * queue move it by tens of MB from round to round, the syscalls alone too.
+ * Memory that rounds must give back, unreclaimable slab; the anon LRU and
+ * MemFree are only shown: tmpfs moves the one by tens of kB from round to
+ * round, THP, per-CPU page lists and the deferred split queue the other by
+ * tens of MB, the syscalls alone too.  A folio reference leaked is seen
+ * exactly, by unmapped_anon_pages().
  */
+#define SLAB_SLACK_KB	(64 * 1024)
+
 static void memory_now(long *anon_kb, long *slab_kb, long *free_kb)
 {
 	write_file_str("/proc/sys/vm/drop_caches", "3");
@@ -687,16 +727,17 @@ static void memory_now(long *anon_kb, long *slab_kb, long *free_kb)
 }
 
 /*
- * Mlocked and Unevictable back to @ml0 and @ue0, waiting a little: an mm
- * whose last user was the module's work goes by mmput_async(), and its
- * pages with it, a moment after the process is reaped.  Up to 30 s, as
- * above.
+ * Mlocked, Unevictable and the unmapped anon pages back to @ml0, @ue0 and
+ * @un0, waiting a little: an mm whose last user was the module's work goes
+ * by mmput_async(), and its pages with it, a moment after the process is
+ * reaped.  Up to 30 s, as above.
  */
-static int back_to(long ml0, long ue0)
+static int back_to(long ml0, long ue0, long un0)
 {
 	for (int i = 0; i < 300; i++) {
 		if (meminfo_kb("Mlocked") == ml0 &&
-		    meminfo_kb("Unevictable") == ue0)
+		    meminfo_kb("Unevictable") == ue0 &&
+		    unmapped_anon_pages() <= un0)
 			return 1;
 		usleep(100 * 1000);
 		drain_counted();
@@ -713,7 +754,7 @@ FIXTURE_TEARDOWN(stress) {}
 TEST_F_TIMEOUT(stress, threads_and_processes, 7 * 24 * 3600)
 {
 	struct mlockfast_stats s0, s1, g;
-	long ml0, ue0, cleared0, stranded0, mms0, mode_sum = 0, slot;
+	long ml0, ue0, un0, cleared0, stranded0, mms0, mode_sum = 0, slot;
 	long anon1 = 0, slab1 = 0, anon_kb, slab_kb, free_kb;
 	double secs = getenv("MLF_STRESS_S") ? atof(getenv("MLF_STRESS_S")) : 60;
 	struct counts t;
@@ -747,6 +788,8 @@ TEST_F_TIMEOUT(stress, threads_and_processes, 7 * 24 * 3600)
 	drain_everything();
 	ml0 = meminfo_kb("Mlocked");
 	ue0 = meminfo_kb("Unevictable");
+	un0 = unmapped_anon_pages();
+	ASSERT_LE(0, un0);
 	cleared0 = vmstat("unevictable_pgs_cleared");
 	stranded0 = vmstat("unevictable_pgs_stranded");
 	ASSERT_EQ(0, mlf_stats(&s0));
@@ -759,9 +802,11 @@ TEST_F_TIMEOUT(stress, threads_and_processes, 7 * 24 * 3600)
 		ASSERT_EQ(0, mlf_drain());
 		own_drains++;
 		/* Everything gone: nothing may stay locked, unevictable, held. */
-		if (!back_to(ml0, ue0)) {
+		if (!back_to(ml0, ue0, un0)) {
 			EXPECT_EQ(ml0, meminfo_kb("Mlocked")) TH_LOG("round %d", round);
 			EXPECT_EQ(ue0, meminfo_kb("Unevictable")) TH_LOG("round %d", round);
+			/* a folio reference leaked */
+			EXPECT_GE(un0, unmapped_anon_pages()) TH_LOG("round %d", round);
 			show_stray_mlocked(_metadata);
 		}
 		settled_gauges(&g, mms0);
@@ -775,8 +820,8 @@ TEST_F_TIMEOUT(stress, threads_and_processes, 7 * 24 * 3600)
 		 * (compaction, THP collapse, hotplug).  What matters, that the
 		 * folio is not left unevictable, the checks above see.
 		 */
-		TH_LOG("round %d: anon LRU %ld kB, SUnreclaim %ld kB, MemFree %ld kB; %ld pages stranded, %ld freed still mlocked",
-		       round, anon_kb, slab_kb, free_kb,
+		TH_LOG("round %d: anon LRU %ld kB (%ld pages unmapped, %ld before), SUnreclaim %ld kB, MemFree %ld kB; %ld pages stranded, %ld freed still mlocked",
+		       round, anon_kb, unmapped_anon_pages(), un0, slab_kb, free_kb,
 		       vmstat("unevictable_pgs_stranded") - stranded0,
 		       vmstat("unevictable_pgs_cleared") - cleared0);
 		if (!round) {
@@ -786,13 +831,15 @@ TEST_F_TIMEOUT(stress, threads_and_processes, 7 * 24 * 3600)
 	}
 	/*
 	 * Rounds after the first (which warms the kernel's caches up) give
-	 * back what they took: a folio reference or an mm state leaked per
-	 * call would pile up far beyond these margins.
+	 * back the slab they took.  The module's own objects are counted
+	 * exactly (mms_tracked above); this catches what its calls would make
+	 * the kernel leak, from ~300 bytes a call (2 rounds of 100k calls)
+	 * up.  Its odds of failing a correct module are in BENCHMARKS.md.
 	 */
 	TH_LOG("waited at most %.1f s for Mlocked and Unevictable, %.1f s for the gauges (30 s allowed)",
 	       back_waits / 10.0, gauges_waits / 10.0);
-	EXPECT_GE(anon1 + 4096, anon_kb) TH_LOG("anon LRU %ld -> %ld kB", anon1, anon_kb);
-	EXPECT_GE(slab1 + 2048, slab_kb) TH_LOG("SUnreclaim %ld -> %ld kB", slab1, slab_kb);
+	TH_LOG("anon LRU %ld -> %ld kB", anon1, anon_kb);
+	EXPECT_GE(slab1 + SLAB_SLACK_KB, slab_kb) TH_LOG("SUnreclaim %ld -> %ld kB", slab1, slab_kb);
 	ASSERT_EQ(0, mlf_stats(&s1));
 
 	sum_counts(&t);

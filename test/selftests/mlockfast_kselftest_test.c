@@ -56,8 +56,13 @@ struct prog {
 	const char *copy;	/* run private copies of this directory's files */
 };
 
-/* @p as it is (@mode NULL) or preloaded in @mode; output captured. */
-static struct result run_prog(const struct prog *p, const char *mode)
+/*
+ * @p as it is (@mode NULL), preloaded in @mode, or (@routed) unmodified
+ * with its syscalls routed, the module's default_mode set to @mode; output
+ * captured.
+ */
+static struct result run_prog(const struct prog *p, const char *mode,
+			      int routed)
 {
 	struct result r = { -1, NULL, NULL };
 	char path[PATH_MAX + 64], lib[PATH_MAX + 32], prog[PATH_MAX + 64];
@@ -89,9 +94,12 @@ static struct result run_prog(const struct prog *p, const char *mode)
 
 		if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 			_exit(96);
+		/* chosen as root, kept once it is nobody, and across exec */
+		if (routed && mlf_route(MLOCKFAST_ROUTE_ON, NULL))
+			_exit(95);
 		if (p->nobody)
 			become_nobody(0);
-		if (mode && (setenv("LD_PRELOAD", lib, 1) || setenv("MLOCKFAST_MODE", mode, 1) ||
+		if (mode && !routed && (setenv("LD_PRELOAD", lib, 1) || setenv("MLOCKFAST_MODE", mode, 1) ||
 			     setenv("MLOCKFAST_STRICT", "1", 1) || setenv("MLOCKFAST_STATS", "1", 1)))
 			_exit(97);
 		execv(path, (char **)argv);
@@ -167,6 +175,8 @@ static void lib_calls(const char *err, unsigned long *device, unsigned long *ref
 
 FIXTURE(kst) {
 	long mlocked, unevictable, vmlck;
+	char *route, *mode;
+	gid_t dev_gid;
 	mode_t dev_mode;
 };
 
@@ -201,6 +211,16 @@ FIXTURE_SETUP(kst)
 
 	ASSERT_EQ(0, stat(MLOCKFAST_DEVICE, &st));
 	self->dev_mode = st.st_mode & 07777;
+	/*
+	 * route=group, the device in a group nobody holds: the routed runs,
+	 * which choose it, are routed, the plain and preloaded ones are not.
+	 */
+	self->dev_gid = st.st_gid;
+	self->route = mlf_route_param();
+	self->mode = read_file(DEFAULT_MODE);
+	ASSERT_NE(NULL, self->route);
+	ASSERT_EQ(0, chown(MLOCKFAST_DEVICE, -1, 4242));
+	ASSERT_EQ(0, mlf_set_route_param("group"));
 	/* uid nobody must reach the device, or the library cannot route */
 	if (variant->p.nobody)
 		ASSERT_EQ(0, chmod(MLOCKFAST_DEVICE, 0666));
@@ -213,6 +233,13 @@ FIXTURE_SETUP(kst)
 FIXTURE_TEARDOWN(kst)
 {
 	chmod(MLOCKFAST_DEVICE, self->dev_mode);
+	chown(MLOCKFAST_DEVICE, -1, self->dev_gid);
+	if (self->route)
+		mlf_set_route_param(self->route);
+	free(self->route);
+	if (self->mode)
+		write_file_str(DEFAULT_MODE, self->mode);
+	free(self->mode);
 }
 
 #define EXPECT_BACK(self, what) do {						\
@@ -226,7 +253,7 @@ TEST_F_TIMEOUT(kst, passes_as_with_the_syscalls_in_every_mode, 600)
 {
 	static const char * const modes[] = { "eager", "deferred", "reclaim" };
 	const struct prog *p = &variant->p;
-	struct result plain = run_prog(p, NULL);
+	struct result plain = run_prog(p, NULL, 0);
 	char *want = p->says ? strdup(p->says) : results(plain.out);
 
 	/* The program's own verdict first: the reference must pass. */
@@ -242,7 +269,7 @@ TEST_F_TIMEOUT(kst, passes_as_with_the_syscalls_in_every_mode, 600)
 	EXPECT_BACK(self, "the plain run");
 
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
-		struct result r = run_prog(p, modes[i]);
+		struct result r = run_prog(p, modes[i], 0);
 		unsigned long device, refused;
 		char *got = results(r.out);
 
@@ -256,6 +283,29 @@ TEST_F_TIMEOUT(kst, passes_as_with_the_syscalls_in_every_mode, 600)
 		lib_calls(r.err, &device, &refused);
 		EXPECT_LT(0UL, device) TH_LOG("%s: %s", modes[i], r.err);
 		EXPECT_EQ(0UL, refused) TH_LOG("%s: %s", modes[i], r.err);
+		EXPECT_BACK(self, modes[i]);
+		free(got);
+		result_free(&r);
+	}
+	/* Unmodified, routed, in each mode: the kernel's own verdicts too. */
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		struct mlockfast_stats s0, s1;
+		struct result r;
+		char *got;
+
+		ASSERT_EQ(0, write_file_str(DEFAULT_MODE, modes[i]));
+		ASSERT_EQ(0, mlf_stats(&s0));
+		r = run_prog(p, modes[i], 1);
+		ASSERT_EQ(0, mlf_stats(&s1));
+		got = results(r.out);
+		EXPECT_EQ(0, r.status) TH_LOG("routed %s: %s%s", modes[i], r.out, r.err);
+		ASSERT_NE(NULL, got);
+		if (p->says) {
+			EXPECT_TRUE(printed(&r, p->says)) TH_LOG("routed %s: %s%s", modes[i], r.out, r.err);
+		} else {
+			EXPECT_STREQ(want, got) TH_LOG("routed %s", modes[i]);
+		}
+		EXPECT_LT(s0.calls_routed, s1.calls_routed) TH_LOG("routed %s", modes[i]);
 		EXPECT_BACK(self, modes[i]);
 		free(got);
 		result_free(&r);

@@ -27,7 +27,8 @@
  * MLF_MIX_OPS calls per process and phase (default 24), MLF_MIX_VARIANT=n
  * only variant n (0 the control, 1 mixed with random modes, 2 mixed in
  * deferred mode, 3 to 6 the device alone in default, eager, deferred and
- * reclaim mode), MLF_MIX_CONFIRM the runs of a second stage (default 400).
+ * reclaim mode, 7 the routed syscalls alone, 8 mixed with routed and stock
+ * syscalls), MLF_MIX_CONFIRM the runs of a second stage (default 400).
  * test/vm/mix-rates measures the rates over many runs.
  */
 #include <errno.h>
@@ -39,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,12 +71,13 @@
 enum variant {
 	CONTROL, MIXED_RANDOM, MIXED_DEFERRED,
 	DEVICE_DEFAULT, DEVICE_EAGER, DEVICE_DEFERRED, DEVICE_RECLAIM,
+	ROUTED, MIXED_ROUTED,
 	NR_VARIANTS
 };
 static const char *const variant_name[] = {
 	"syscalls only (control)", "mixed, random modes", "mixed, deferred",
 	"device, default mode", "device, eager", "device, deferred",
-	"device, reclaim",
+	"device, reclaim", "routed syscalls", "mixed, routed or not",
 };
 
 enum { R_SHARED, R_FILE, R_PRIVATE, R_INHERITED, R_OWN, NR_REGIONS };
@@ -233,14 +236,22 @@ static unsigned int pick_mode(struct seq_rng *r, enum variant v)
 
 	if (v == MIXED_DEFERRED)
 		return MLOCKFAST_MODE_DEFERRED;
-	if (v >= DEVICE_DEFAULT)
+	if (v >= DEVICE_DEFAULT && v <= DEVICE_RECLAIM)
 		return modes[v - DEVICE_DEFAULT];
 	return modes[seq_below(r, 4)];
 }
 
-/* Through the device this time?  (never for the control, always alone) */
+/*
+ * Through the device this time?  (never for the control, always alone)
+ * Else the syscall: the routed variants choose, before it, whether this
+ * process's syscalls are routed (always, or at random call by call).
+ */
 static int by_device(struct seq_rng *r, enum variant v)
 {
+	if (v == ROUTED || (v == MIXED_ROUTED && seq_chance(r, 2, 3)))
+		return mlf_route(v == ROUTED || seq_chance(r, 1, 2) ?
+				 MLOCKFAST_ROUTE_ON : MLOCKFAST_ROUTE_NEVER,
+				 NULL) < 0 ? -1 : 0;
 	if (v >= DEVICE_DEFAULT)
 		return 1;
 	return v != CONTROL && seq_chance(r, 1, 2);
@@ -255,23 +266,26 @@ static int mix_step(struct mix_run *run, struct seq_rng *r, int depth,
 	unsigned long n = 1 + seq_below(r, NPG - first);
 	char *p = run->reg[reg] + first * PG;
 	unsigned int what = seq_below(r, 100), onfault;
+	int dev = 0;
 
+	if (what < 79) {
+		dev = by_device(r, run->v);
+		if (dev < 0)
+			return -1;
+	}
 	if (what < 38) {
 		onfault = seq_chance(r, 1, 4) ? MLOCK_ONFAULT : 0;
-		ret = by_device(r, run->v) ?
-			mlf_lock2(p, n * PG, onfault | pick_mode(r, run->v)) :
-			mlock2(p, n * PG, onfault);
+		ret = dev ? mlf_lock2(p, n * PG, onfault | pick_mode(r, run->v)) :
+			    mlock2(p, n * PG, onfault);
 	} else if (what < 72) {
-		ret = by_device(r, run->v) ?
-			mlf_unlock_mode(p, n * PG, pick_mode(r, run->v)) :
-			munlock(p, n * PG);
+		ret = dev ? mlf_unlock_mode(p, n * PG, pick_mode(r, run->v)) :
+			    munlock(p, n * PG);
 	} else if (what < 75) {
 		int fl = MCL_CURRENT | (seq_chance(r, 1, 3) ? MCL_ONFAULT : 0);
 
-		ret = by_device(r, run->v) ? mlf_lockall(fl | pick_mode(r, run->v)) :
-					     mlockall(fl);
+		ret = dev ? mlf_lockall(fl | pick_mode(r, run->v)) : mlockall(fl);
 	} else if (what < 79) {
-		ret = by_device(r, run->v) ? mlf_unlockall() : munlockall();
+		ret = dev ? mlf_unlockall() : munlockall();
 	} else if (what < 89) {
 		/* Write: COW of the private and inherited pages. */
 		for (unsigned long i = 0; i < n; i++)
@@ -538,8 +552,8 @@ static void mix_variant(struct __test_metadata *_metadata, enum variant v,
  * fails if that count alone has p < MIX_ALPHA.  On a correct module (the
  * same rate as the control, whatever the rate) a comparison fails by
  * chance with probability at most screen x MIX_ALPHA: the stages' runs are
- * independent: computed exactly, at most 1.4e-6 a comparison, 1.8e-4 for
- * the 18 a kernel on seven kernels.  A module worse than the kernel by a
+ * independent: computed exactly, at most 1.4e-6 a comparison, 2.4e-4 for
+ * the 24 a kernel on seven kernels.  A module worse than the kernel by a
  * margin fails: with the control at zero, one that shows the event in 10%
  * of its runs in 92% of CI runs, at 20% in all but 1 in 1,000
  * (BENCHMARKS.md, "The suite's odds").
@@ -615,22 +629,41 @@ static void mix_compare(struct __test_metadata *_metadata,
 
 FIXTURE(mix) {
 	long defer_ms;
+	char *route;
+	gid_t dev_gid;
 	int offline[64];	/* CPUs this test took offline */
 	int noffline;
 };
 
 #define DEFER_PARAM	"/sys/module/mlockfast/parameters/defer_ms"
+#define NOGROUP		4242	/* a group nobody here holds */
 
+/*
+ * route=group with the device in a group nobody holds: the processes that
+ * choose to be (the routed variants) are routed, the others never.
+ */
 FIXTURE_SETUP(mix)
 {
+	struct stat st;
+
 	ASSERT_LE(0, mlf_fd());
 	self->defer_ms = read_long(DEFER_PARAM);
 	ASSERT_EQ(0, write_file_long(DEFER_PARAM, DEFER_MS));
+	ASSERT_EQ(0, stat(MLOCKFAST_DEVICE, &st));
+	self->dev_gid = st.st_gid;
+	self->route = mlf_route_param();
+	ASSERT_NE(NULL, self->route);
+	ASSERT_EQ(0, chown(MLOCKFAST_DEVICE, -1, NOGROUP));
+	ASSERT_EQ(0, mlf_set_route_param("group"));
 }
 
 FIXTURE_TEARDOWN(mix)
 {
 	char path[64];
+
+	mlf_set_route_param(self->route);
+	free(self->route);
+	chown(MLOCKFAST_DEVICE, -1, self->dev_gid);
 
 	for (int i = 0; i < self->noffline; i++) {
 		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online",

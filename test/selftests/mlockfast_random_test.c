@@ -112,6 +112,7 @@ struct cfg {
 	int inject;		/* op index where B fakes a difference, or -1 */
 	int selfcheck;		/* the injection is the test (no shrinking) */
 	int light;		/* state after the last op only (shrinking) */
+	int routed;		/* B: the routed syscalls, not the ioctls */
 };
 
 static int verbose;
@@ -469,9 +470,25 @@ static int a_lock(const struct op *o, const struct range *g, unsigned int flags)
 	return syscall(SYS_mlock2, range_addr(g), range_len(g), flags) ? -1 : 0;
 }
 
+/*
+ * A routed B makes the syscalls as A does; the module's default_mode is
+ * set to the op's mode first (route_b_mode()), so every mode is met.
+ */
+static int routed_b;
+
+static void route_b_mode(int role, const struct op *o)
+{
+	static const char *const names[] = { NULL, "eager", "deferred", "reclaim" };
+	unsigned int m = o->mode >> MLOCKFAST_MODE_SHIFT;
+
+	if (role == ROLE_B && routed_b && m < 4 && names[m])
+		write_file_str(DEFAULT_MODE, names[m]);
+}
+
 static int xlock(int role, const struct op *o, const struct range *g)
 {
-	if (role == ROLE_A)
+	route_b_mode(role, o);
+	if (role == ROLE_A || routed_b)
 		return a_lock(o, g, o->flags);
 	return mlf_lock2((void *)range_addr(g), range_len(g),
 			 o->flags | o->mode);
@@ -479,7 +496,8 @@ static int xlock(int role, const struct op *o, const struct range *g)
 
 static int xunlock(int role, const struct op *o, const struct range *g)
 {
-	if (role == ROLE_A)
+	route_b_mode(role, o);
+	if (role == ROLE_A || routed_b)
 		return munlock((void *)range_addr(g), range_len(g));
 	return mlf_unlock_mode((void *)range_addr(g), range_len(g), o->mode);
 }
@@ -490,7 +508,7 @@ static void do_vec(int role, const struct op *o, struct seq_buf *out)
 	int lock = o->type == OP_LOCKV, ret = 0, err = 0;
 	unsigned int done = 0;
 
-	if (role == ROLE_A) {
+	if (role == ROLE_A || routed_b) {
 		for (; done < (unsigned int)o->nv; done++) {
 			ret = lock ? xlock(role, o, &o->v[done]) :
 				     xunlock(role, o, &o->v[done]);
@@ -661,12 +679,14 @@ static void do_op(int role, const struct op *o, int memfd, int filefd,
 		do_vec(role, o, out);
 		return;
 	case OP_LOCKALL:
-		ret = role == ROLE_A ? mlockall(o->flags) :
+		route_b_mode(role, o);
+		ret = role == ROLE_A || routed_b ? mlockall(o->flags) :
 		      mlf_lockall(o->flags | o->mode);
 		put_ret(out, "lockall", ret, errno);
 		return;
 	case OP_UNLOCKALL:
-		ret = role == ROLE_A ? munlockall() : mlf_unlockall();
+		route_b_mode(role, o);
+		ret = role == ROLE_A || routed_b ? munlockall() : mlf_unlockall();
 		put_ret(out, "unlockall", ret, errno);
 		return;
 	case OP_FORK:
@@ -771,6 +791,11 @@ child_main(const struct cfg *c, int role, const struct op *ops, int n, int wfd)
 		_exit(81);
 	if (role == ROLE_B && mlf_fd() < 0)
 		_exit(80);
+	/* A never routed; a routed B must be (route=all: random_run()). */
+	if (mlf_route(role == ROLE_B && routed_b ? MLOCKFAST_ROUTE_ON :
+		      MLOCKFAST_ROUTE_NEVER, NULL) ||
+	    (role == ROLE_B && routed_b && mlf_routed() != 1))
+		_exit(79);
 	if (c->memlock)
 		diff_limit(c->memlock);
 
@@ -1256,6 +1281,7 @@ static void random_run(struct __test_metadata *_metadata, struct cfg *c,
 	double t0;
 
 	ASSERT_LE(0, mlf_fd());
+	routed_b = c->routed;
 	c->seed = seq_mix(base_seed, salt);
 	/* The self-check keeps its length: its difference is at a fixed op. */
 	if (c->inject < 0) {
@@ -1363,6 +1389,28 @@ TEST_F_TIMEOUT(random, dense, 900)
 	};
 
 	random_run(_metadata, &c, 3);
+}
+
+/*
+ * B through the routed syscalls, the module's default_mode set to each
+ * op's mode before it: route=all, A chooses never to be routed.
+ */
+TEST_F_TIMEOUT(random, routed, 900)
+{
+	struct cfg c = {
+		.name = "routed", .nops = 2000, .wpages = 64, .inject = -1,
+		.routed = 1,
+	};
+	char *route = mlf_route_param(), *mode = read_file(DEFAULT_MODE);
+
+	ASSERT_NE(NULL, route);
+	ASSERT_NE(NULL, mode);
+	ASSERT_EQ(0, mlf_set_route_param("all"));
+	random_run(_metadata, &c, 5);
+	EXPECT_EQ(0, mlf_set_route_param(route));
+	EXPECT_EQ(0, write_file_str(DEFAULT_MODE, mode));
+	free(route);
+	free(mode);
 }
 
 /* The rlimit paths: RLIMIT_MEMLOCK of 24 pages and no CAP_IPC_LOCK. */

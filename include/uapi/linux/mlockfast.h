@@ -50,6 +50,7 @@
 #define MLOCKFAST_FEAT_DEFERRED	(1ULL << 6)
 #define MLOCKFAST_FEAT_RECLAIM	(1ULL << 7)
 #define MLOCKFAST_FEAT_LEGACY	(1ULL << 8)
+#define MLOCKFAST_FEAT_ROUTE	(1ULL << 9)	/* ROUTE, the route parameter */
 
 struct mlockfast_info {
 	__u32 size;			/* out: sizeof(struct mlockfast_info) */
@@ -134,7 +135,41 @@ struct mlockfast_stats {
 	/* Gauges, not counters: what the module holds at the time of reading. */
 	__u64 mms_tracked;		/* processes with per-mm state */
 	__u64 folios_held;		/* 0: no folio is held (was: per queued move) */
-	__u64 reserved[6];
+	__u64 calls_routed;		/* system calls the route hook sent here */
+	__u64 reserved[5];
+};
+
+/*
+ * ROUTE: the caller's choice for its own plain mlock(2), mlock2(2),
+ * munlock(2), mlockall(2) and munlockall(2) calls, kept by the process
+ * (every thread) and inherited by its children across fork and exec.  A
+ * routed call runs the module's path in its default mode, after the
+ * kernel's syscall entry (seccomp, audit and ptrace see the syscall as
+ * ever), with the syscall's results.  Who is routed:
+ *   route=off     nobody, whatever was chosen (the hook is not registered);
+ *   route=group   a process that chose ON, and one that chose nothing
+ *                 whose credentials hold the group of /dev/mlockfast;
+ *   route=all     every process but one that chose NEVER.
+ * The choice wins over the group; route=off wins over the choice.  The
+ * group is checked at each call against the caller's credentials then; a
+ * choice stays across setuid(), setgid() and exec, as it grants nothing:
+ * a routed call checks RLIMIT_MEMLOCK and CAP_IPC_LOCK as the syscall does.
+ */
+#define MLOCKFAST_ROUTE_QUERY	0	/* choice: change nothing, report */
+#define MLOCKFAST_ROUTE_DEFAULT	1	/* as the route parameter says */
+#define MLOCKFAST_ROUTE_ON	2	/* route me (unless route=off) */
+#define MLOCKFAST_ROUTE_NEVER	3	/* never route me */
+
+#define MLOCKFAST_ROUTING_OFF	0	/* the route parameter */
+#define MLOCKFAST_ROUTING_GROUP	1
+#define MLOCKFAST_ROUTING_ALL	2
+
+struct mlockfast_route {
+	__u32 size;			/* sizeof(struct mlockfast_route) */
+	__u32 choice;			/* in: MLOCKFAST_ROUTE_*; out: the choice now */
+	__u32 routing;			/* out: MLOCKFAST_ROUTING_* */
+	__u32 routed;			/* out: 1 if the caller's calls are routed now */
+	__u64 reserved[2];
 };
 
 #define MLOCKFAST_IOC_INFO	_IOR(MLOCKFAST_IOC_MAGIC, 0x01, struct mlockfast_info)
@@ -146,5 +181,6 @@ struct mlockfast_stats {
 #define MLOCKFAST_IOC_UNLOCKV	_IOWR(MLOCKFAST_IOC_MAGIC, 0x07, struct mlockfast_vec)
 #define MLOCKFAST_IOC_DRAIN	_IO(MLOCKFAST_IOC_MAGIC, 0x08)
 #define MLOCKFAST_IOC_STATS	_IOR(MLOCKFAST_IOC_MAGIC, 0x09, struct mlockfast_stats)
+#define MLOCKFAST_IOC_ROUTE	_IOWR(MLOCKFAST_IOC_MAGIC, 0x0a, struct mlockfast_route)
 
 #endif /* _UAPI_LINUX_MLOCKFAST_H */

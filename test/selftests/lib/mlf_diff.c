@@ -41,11 +41,17 @@ static int io_unlock(const void *a, size_t l) { return mlf_unlock_mode(a, l, cur
 static int io_lockall(int f) { return mlf_lockall(f | cur_mode); }
 static int io_unlockall(void) { return mlf_unlockall(); }
 
+#define SYS_OPS	sys_lock, sys_lock2, sys_unlock, sys_lockall, sys_unlockall
+#define IO_OPS	io_lock, io_lock2, io_unlock, io_lockall, io_unlockall
+
 const struct path_ops diff_paths[] = {
-	{ "syscall", 0, sys_lock, sys_lock2, sys_unlock, sys_lockall, sys_unlockall },
-	{ "eager", MLOCKFAST_MODE_EAGER, io_lock, io_lock2, io_unlock, io_lockall, io_unlockall },
-	{ "deferred", MLOCKFAST_MODE_DEFERRED, io_lock, io_lock2, io_unlock, io_lockall, io_unlockall },
-	{ "reclaim", MLOCKFAST_MODE_RECLAIM, io_lock, io_lock2, io_unlock, io_lockall, io_unlockall },
+	{ "syscall", 0, NULL, SYS_OPS },
+	{ "eager", MLOCKFAST_MODE_EAGER, NULL, IO_OPS },
+	{ "deferred", MLOCKFAST_MODE_DEFERRED, NULL, IO_OPS },
+	{ "reclaim", MLOCKFAST_MODE_RECLAIM, NULL, IO_OPS },
+	{ "routed-eager", 0, "eager", SYS_OPS },
+	{ "routed-deferred", 0, "deferred", SYS_OPS },
+	{ "routed-reclaim", 0, "reclaim", SYS_OPS },
 };
 const int diff_npaths = sizeof(diff_paths) / sizeof(diff_paths[0]);
 
@@ -218,6 +224,29 @@ void diff_state(struct diff_log *log, const char *label)
 #define DIFF_TEXT_MAX	(1 << 20)
 static char diff_want[DIFF_TEXT_MAX], diff_got[DIFF_TEXT_MAX];
 
+int diff_path_enter(const struct path_ops *p)
+{
+	cur_mode = p->mode;
+	/* A module without routing (ENOTTY) has the syscall path only. */
+	if (!p->mode)
+		mlf_route(p->routed_mode ? MLOCKFAST_ROUTE_ON :
+			  MLOCKFAST_ROUTE_NEVER, NULL);
+	return p->routed_mode && mlf_routed() != 1 ? -1 : 0;
+}
+
+int diff_path_prepare(const struct path_ops *p)
+{
+	static char *route;
+
+	if (!p->routed_mode)
+		return 0;
+	free(route);
+	route = mlf_route_param();
+	if (!route || !strcmp(route, "off"))
+		return 1;
+	return write_file_str(DEFAULT_MODE, p->routed_mode) ? -1 : 0;
+}
+
 static void run_path(const struct path_ops *p, scenario_fn fn, int *status,
 		     char *out)
 {
@@ -234,7 +263,8 @@ static void run_path(const struct path_ops *p, scenario_fn fn, int *status,
 		struct diff_log log = { 0 };
 
 		close(pfd[0]);
-		cur_mode = p->mode;
+		if (diff_path_enter(p))
+			diff_note(&log, "not routed");
 		log.mlocked0 = meminfo_kb("Mlocked");
 		fn(p, &log);
 		for (size_t off = 0; off < log.len; ) {
@@ -295,11 +325,20 @@ int diff_run(const char *name, scenario_fn fn)
 {
 	int bad = 0;
 
+	char *mode0 = read_file(DEFAULT_MODE);
+
 	for (int i = 0; i < diff_npaths; i++) {
 		char *got = i ? diff_got : diff_want;
 		long mlocked, unevictable;
-		int status;
+		int status, skip = diff_path_prepare(&diff_paths[i]);
 
+		if (skip < 0) {
+			fprintf(stderr, "# %s/%s: default_mode: %m\n", name,
+				diff_paths[i].name);
+			bad = 1;
+		}
+		if (skip)
+			continue;
 		drain_everything();
 		mlocked = meminfo_kb("Mlocked");
 		unevictable = meminfo_kb("Unevictable");
@@ -328,5 +367,30 @@ int diff_run(const char *name, scenario_fn fn)
 			bad = 1;
 		}
 	}
+	if (mode0)
+		write_file_str(DEFAULT_MODE, mode0);
+	free(mode0);
 	return bad;
+}
+
+/*
+ * route=all for the rest of this program (its diff_run()s then check the
+ * routed paths too), put back as it was when the program exits.  Call it
+ * from main's process, before the harness forks the tests.
+ */
+static char *route_before;
+
+static void route_put_back(void)
+{
+	if (route_before)
+		mlf_set_route_param(route_before);
+}
+
+int diff_route_all(void)
+{
+	route_before = mlf_route_param();
+	if (!route_before)
+		return -1;
+	atexit(route_put_back);
+	return mlf_set_route_param("all");
 }

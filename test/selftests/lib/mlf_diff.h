@@ -20,6 +20,13 @@
 struct path_ops {
 	const char *name;
 	unsigned int mode;	/* MLOCKFAST_MODE_* for the ioctl paths */
+	/*
+	 * The routed paths: the plain syscalls from a process that chose
+	 * MLOCKFAST_ROUTE_ON, with the module's default_mode set to this
+	 * (they run only while the route parameter is on).  The syscall path
+	 * chooses MLOCKFAST_ROUTE_NEVER: the kernel's own code, always.
+	 */
+	const char *routed_mode;
 	int (*lock)(const void *addr, size_t len);
 	int (*lock2)(const void *addr, size_t len, unsigned int flags);
 	int (*unlock)(const void *addr, size_t len);
@@ -27,7 +34,10 @@ struct path_ops {
 	int (*unlockall)(void);
 };
 
-/* The paths: [0] the syscalls, then one per ioctl mode. */
+/*
+ * The paths: [0] the syscalls, then one per ioctl mode, then the routed
+ * syscalls in each mode.
+ */
 extern const struct path_ops diff_paths[];
 extern const int diff_npaths;
 
@@ -55,6 +65,21 @@ void diff_limit(unsigned long bytes);
  * Also checks that Mlocked and Unevictable come back to where they were.
  */
 int diff_run(const char *name, scenario_fn fn);
+
+/*
+ * Before a child takes path @p, in the parent: a routed path sets the
+ * module's default_mode (0), or is skipped while routing is off (1); -1
+ * with errno.  In the child: choose its routing (the syscall path never,
+ * a routed one on); -1 if a routed path is not routed.
+ */
+int diff_path_prepare(const struct path_ops *p);
+int diff_path_enter(const struct path_ops *p);
+
+/*
+ * Turn routing on (route=all) until this program exits, so that
+ * diff_run() checks the routed paths too.  0, or -1 with errno.
+ */
+int diff_route_all(void);
 
 /*
  * Run @fn on the syscall path in this process and write its text to stdout

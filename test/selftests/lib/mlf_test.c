@@ -118,6 +118,39 @@ int mlf_stats(struct mlockfast_stats *s)
 	return mlf_ioctl(MLOCKFAST_IOC_STATS, s);
 }
 
+int mlf_route(unsigned int choice, struct mlockfast_route *out)
+{
+	struct mlockfast_route r = { .size = sizeof(r), .choice = choice };
+	int ret = mlf_ioctl(MLOCKFAST_IOC_ROUTE, &r);
+
+	if (!ret && out)
+		*out = r;
+	return ret;
+}
+
+int mlf_routed(void)
+{
+	struct mlockfast_route r;
+
+	return mlf_route(MLOCKFAST_ROUTE_QUERY, &r) ? -1 : (int)r.routed;
+}
+
+#define ROUTE_PARAM	"/sys/module/mlockfast/parameters/route"
+
+char *mlf_route_param(void)
+{
+	char *v = read_file(ROUTE_PARAM);
+
+	if (v)
+		v[strcspn(v, "\n")] = 0;
+	return v;
+}
+
+int mlf_set_route_param(const char *v)
+{
+	return write_file_str(ROUTE_PARAM, v);
+}
+
 char *read_file(const char *path)
 {
 	size_t len = 0, cap = 4096;

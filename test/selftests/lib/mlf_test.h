@@ -19,6 +19,14 @@ int mlf_lockall(int flags);
 int mlf_unlockall(void);
 int mlf_drain(void);
 int mlf_stats(struct mlockfast_stats *s);
+/* MLOCKFAST_IOC_ROUTE with @choice; the reply in @out (may be NULL). */
+int mlf_route(unsigned int choice, struct mlockfast_route *out);
+/* 1 if this process's mlock-family syscalls are routed, 0 if not, -1 */
+int mlf_routed(void);
+#define DEFAULT_MODE	"/sys/module/mlockfast/parameters/default_mode"
+/* The route parameter ("off", "group", "all"; malloc'ed, or NULL), set it */
+char *mlf_route_param(void);
+int mlf_set_route_param(const char *v);
 /*
  * A process's first lock through a file makes no per-process state and pays
  * its moves before it returns; from its second on, moves are deferred.  Lock
