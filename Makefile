@@ -8,6 +8,7 @@
 #   make uninstall        DKMS remove (same kernels)
 #   make check            the whole test suite in QEMU, every supported kernel
 #   make ab               the A/B of test_mlock against the syscall, in QEMU
+#   make route-cost       what routing costs and gains, --icount, 6.1, 6.12, 7.2
 #   make report           test_mlock and mlock_scale in QEMU on 6.1, 6.12 and 7.2:
 #                         results/<UTC stamp>-<release>/ (tables, CSVs, plots)
 #   make stress           the stress test alone, STRESS_S seconds (default an
@@ -144,7 +145,8 @@ TOOL_RPATH ?= -Wl,-rpath,'$$ORIGIN'
 DYN_LDFLAGS = -pthread -ldl $(TOOL_RPATH) $(LDFLAGS)
 DYN_TESTS := $(BIN)/mlockfast_preload_test $(BIN)/mlockfast_lib_test
 LIB_TARGETS := $(BIN)/$(LIB_SONAME) $(BIN)/libmlockfast.so $(BUILD)/mlockfast.pc \
-	$(BIN)/mlf-preload-calls $(BIN)/mlf-fork-lock $(BIN)/mlf-lock-patterns $(BIN)/mlf-real-libs $(DYN_TESTS)
+	$(BIN)/mlf-preload-calls $(BIN)/mlf-fork-lock $(BIN)/mlf-lock-patterns $(BIN)/mlf-real-libs $(DYN_TESTS) \
+	$(BIN)/mlf-small-calls $(BIN)/mlf-exec-cost $(BIN)/mlf-nop
 userspace: $(LIB_TARGETS)
 
 # What the packages ship, without the tests (no linux-source needed).
@@ -181,6 +183,20 @@ $(BIN)/mlf-fork-lock: test/preload/fork-lock.c test/preload/timing.h include/uap
 $(BIN)/mlf-lock-patterns: test/preload/lock-patterns.c test/preload/timing.h
 	@mkdir -p $(BIN)
 	$(CC) $(USER_CFLAGS) -o $@ $< $(DYN_LDFLAGS)
+
+# Benchmarks of routing and preloading (test/vm/route-cost, the report):
+# dynamic, as a program that could be preloaded is; mlf-exec-cost static.
+$(BIN)/mlf-small-calls: test/preload/small-calls.c test/preload/timing.h
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -o $@ $< $(DYN_LDFLAGS)
+
+$(BIN)/mlf-nop: test/preload/nop.c
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -o $@ $< $(DYN_LDFLAGS)
+
+$(BIN)/mlf-exec-cost: test/preload/exec-cost.c
+	@mkdir -p $(BIN)
+	$(CC) $(USER_CFLAGS) -static -o $@ $<
 
 # Debian's libsodium and libgcrypt as they are (see the source for why the
 # soname).
@@ -285,14 +301,22 @@ check: deps
 # The main job: test_mlock's A/B in a guest of the default kernel, all host
 # CPUs as vCPUs.  Legacy mode (pre-4.15 mlock: a drain queued and waited for
 # on every CPU) costs ~4.5 ms a pair under TCG, so it runs a smaller count.
+# routed: the plain syscalls of a process that chose routing, with
+# route=group and the device in a group nobody holds (no one else routed).
 AB_KERNEL ?= 6.12
 ab: deps
 	$(MAKE) userspace
 	$(MAKE) install
 	test/vm/run --kernel $(AB_KERNEL) --timeout 1200 -- sh -c '\
-		test_mlock -c 100000 -m syscall,ioctl,eager,deferred,reclaim,preload -r 5 && \
+		chgrp 4242 /dev/mlockfast && echo group >/sys/module/mlockfast/parameters/route && \
+		test_mlock -c 100000 -m syscall,ioctl,eager,deferred,reclaim,preload,routed -r 5 && \
 		echo "# the 2011 without-patch column, at 2000 pairs:" && \
 		test_mlock -c 2000 -m syscall,legacy,ioctl -w 0'
+
+route-cost: deps
+	$(MAKE) userspace
+	$(MAKE) install
+	test/vm/route-cost
 
 # The suite runs the stress for 60 s a kernel; this runs it for as long as
 # you like.  STRESS_S=36000 make stress: ten hours on each.
@@ -338,4 +362,4 @@ clean:
 	-$(MAKE) -C module KVER=$(KERNELRELEASE) clean
 	rm -rf $(BIN) $(BUILD)/deb $(BUILD)/pkg-test $(BUILD)/preload-cost $(BUILD)/mlockfast.pc $(BUILD)/kselftest $(BUILD)/kst $(BUILD)/checkpatch $(BUILD)/logs
 
-.PHONY: all module userspace libmlockfast tools preload-cost deb check-packages dkms-source install uninstall install-lib uninstall-lib deps check ab report stress style build-all clean
+.PHONY: route-cost all module userspace libmlockfast tools preload-cost deb check-packages dkms-source install uninstall install-lib uninstall-lib deps check ab report stress style build-all clean

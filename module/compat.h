@@ -71,7 +71,9 @@
  *				no longer drains), for the next drain
  * MLF_HAVE_FTRACE_REGS_SET_IP	an ftrace handler sets the traced function's
  *				new ip with ftrace_regs_set_instruction_pointer()
+ *				and reads the regs through arch_ftrace_regs()
  *				(6.12, 7.2); else ftrace_instruction_pointer_set()
+ *				and fregs->regs (6.1)
  */
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 1, 0) && \
 	LINUX_VERSION_CODE < KERNEL_VERSION(6, 2, 0)
@@ -162,10 +164,30 @@
 #error "mlockfast needs DYNAMIC_FTRACE_WITH_REGS, TRACEPOINTS and TASKS_RCU"
 #endif
 
-#ifndef MLF_HAVE_FTRACE_REGS_SET_IP
 #include <linux/ftrace.h>
+#ifndef MLF_HAVE_FTRACE_REGS_SET_IP
 #define ftrace_regs_set_instruction_pointer(fregs, ip) \
 	ftrace_instruction_pointer_set(fregs, ip)
+#define arch_ftrace_regs(fregs) (fregs)
+#endif
+
+/* The traced function's first argument: a syscall wrapper's pt_regs. */
+static __always_inline unsigned long mlf_ftrace_arg0(struct ftrace_regs *fregs)
+{
+	return arch_ftrace_regs(fregs)->regs.di;
+}
+
+/*
+ * What an ftrace_ops that moves the ip asks for.  With
+ * DYNAMIC_FTRACE_WITH_ARGS (every kernel here) the plain trampoline, which
+ * saves only the argument registers, takes a new ip, as livepatch relies
+ * on; else only the one that saves all the regs does.
+ */
+#ifdef CONFIG_HAVE_DYNAMIC_FTRACE_WITH_ARGS
+#define MLF_FTRACE_IPMODIFY_FLAGS	FTRACE_OPS_FL_IPMODIFY
+#else
+#define MLF_FTRACE_IPMODIFY_FLAGS	(FTRACE_OPS_FL_IPMODIFY | \
+					 FTRACE_OPS_FL_SAVE_REGS)
 #endif
 
 /*

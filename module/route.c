@@ -68,6 +68,10 @@ static void mlf_route_refill(struct work_struct *work);
 static void mlf_route_prune(struct work_struct *work);
 static DECLARE_WORK(mlf_route_refill_work, mlf_route_refill);
 static DECLARE_DELAYED_WORK(mlf_route_prune_work, mlf_route_prune);
+static DEFINE_MUTEX(mlf_route_mutex);	/* the parameter, the hooks, the probe */
+static struct tracepoint *mlf_route_fork_tp;	/* the fork probe's, or NULL */
+static void mlf_route_fork(void *data, struct task_struct *parent,
+			   struct task_struct *child);
 
 /* Under mlf_route_procs_lock, or with preemption off (RCU readers). */
 static notrace struct mlf_route_proc *mlf_route_find(struct pid *pid)
@@ -124,7 +128,8 @@ static void mlf_route_refill(struct work_struct *work)
 
 /*
  * Forget the processes that are gone (their tgid has no task: reaped).
- * Runs every second while the table holds anything.
+ * Runs every second while the table holds anything; when it is empty the
+ * fork probe goes too, so that forks pay nothing while no one has chosen.
  */
 static void mlf_route_prune(struct work_struct *work)
 {
@@ -132,6 +137,7 @@ static void mlf_route_prune(struct work_struct *work)
 	struct hlist_node *tmp;
 	int bkt;
 
+	mutex_lock(&mlf_route_mutex);
 	raw_spin_lock_irq(&mlf_route_procs_lock);
 	hash_for_each_safe(mlf_route_procs, bkt, tmp, p, node) {
 		if (!pid_has_task(p->pid, PIDTYPE_TGID)) {
@@ -140,8 +146,15 @@ static void mlf_route_prune(struct work_struct *work)
 		}
 	}
 	raw_spin_unlock_irq(&mlf_route_procs_lock);
-	if (atomic_read(&mlf_route_nprocs))
+	if (atomic_read(&mlf_route_nprocs)) {
 		schedule_delayed_work(&mlf_route_prune_work, HZ);
+	} else if (mlf_route_fork_tp) {
+		/* (its code stays: unload waits for a probe still running) */
+		tracepoint_probe_unregister(mlf_route_fork_tp, mlf_route_fork,
+					    NULL);
+		mlf_route_fork_tp = NULL;
+	}
+	mutex_unlock(&mlf_route_mutex);
 }
 
 /*
@@ -177,29 +190,21 @@ static void notrace mlf_route_fork(void *data, struct task_struct *parent,
 		schedule_work(&mlf_route_refill_work);
 }
 
-static struct tracepoint *mlf_route_fork_tp;
-static DEFINE_MUTEX(mlf_route_mutex);	/* the parameter, the hooks, the probe */
-
-/* The fork probe, registered at the first choice, kept until unload. */
+/* The fork probe, in while anyone has a choice; under mlf_route_mutex. */
 static int mlf_route_probe_start(void)
 {
-	int ret = 0;
+	struct tracepoint *tp;
+	int ret;
 
-	mutex_lock(&mlf_route_mutex);
-	if (!mlf_route_fork_tp) {
-		struct tracepoint *tp = mlf_compat_tracepoint("sched_process_fork");
-
-		ret = tp ? tracepoint_probe_register(tp, mlf_route_fork, NULL) :
-			   -ENOENT;
-		if (!ret)
-			mlf_route_fork_tp = tp;
-		else
-			pr_warn("no per-process routing: sched_process_fork probe: %d\n",
-				ret);
-	}
-	mutex_unlock(&mlf_route_mutex);
-	if (!ret)
-		mlf_route_refill(NULL);
+	if (mlf_route_fork_tp)
+		return 0;
+	tp = mlf_compat_tracepoint("sched_process_fork");
+	ret = tp ? tracepoint_probe_register(tp, mlf_route_fork, NULL) : -ENOENT;
+	if (ret)
+		pr_warn("no per-process routing: sched_process_fork probe: %d\n",
+			ret);
+	else
+		mlf_route_fork_tp = tp;
 	return ret;
 }
 
@@ -211,12 +216,17 @@ static int mlf_route_choose(unsigned int choice)
 	int ret;
 
 	if (choice != MLOCKFAST_ROUTE_DEFAULT) {
-		ret = mlf_route_probe_start();
-		if (ret)
-			return ret;
 		new = kzalloc(sizeof(*new), GFP_KERNEL);
 		if (!new)
 			return -ENOMEM;
+	}
+	/* The probe and the entry together: pruning may not come between. */
+	mutex_lock(&mlf_route_mutex);
+	ret = new ? mlf_route_probe_start() : 0;
+	if (ret) {
+		mutex_unlock(&mlf_route_mutex);
+		kfree(new);
+		return ret;
 	}
 	raw_spin_lock_irq(&mlf_route_procs_lock);
 	p = mlf_route_find(pid);
@@ -233,11 +243,14 @@ static int mlf_route_choose(unsigned int choice)
 		new = NULL;
 	}
 	raw_spin_unlock_irq(&mlf_route_procs_lock);
-	if (old)
-		call_rcu(&old->rcu, mlf_route_proc_free);
-	kfree(new);
 	if (atomic_read(&mlf_route_nprocs))
 		schedule_delayed_work(&mlf_route_prune_work, HZ);
+	mutex_unlock(&mlf_route_mutex);
+	if (old)
+		call_rcu(&old->rcu, mlf_route_proc_free);
+	if (choice != MLOCKFAST_ROUTE_DEFAULT)
+		mlf_route_refill(NULL);
+	kfree(new);
 	return 0;
 }
 
@@ -365,20 +378,50 @@ static long mlf_sys_munlockall(const struct pt_regs *regs)
 						READ_ONCE(mlf_default_mode)));
 }
 
+enum mlf_call { MLF_MLOCK, MLF_MLOCK2, MLF_MUNLOCK, MLF_MLOCKALL, MLF_MUNLOCKALL };
+
 struct mlf_hook {
 	const char *sym;
 	long (*to)(const struct pt_regs *regs);
+	enum mlf_call call;
 	unsigned long addr;
 	struct ftrace_ops ops;
 };
 
 static struct mlf_hook mlf_hooks[] = {
-	{ .sym = "__x64_sys_mlock", .to = mlf_sys_mlock },
-	{ .sym = "__x64_sys_mlock2", .to = mlf_sys_mlock2 },
-	{ .sym = "__x64_sys_munlock", .to = mlf_sys_munlock },
-	{ .sym = "__x64_sys_mlockall", .to = mlf_sys_mlockall },
-	{ .sym = "__x64_sys_munlockall", .to = mlf_sys_munlockall },
+	{ "__x64_sys_mlock", mlf_sys_mlock, MLF_MLOCK },
+	{ "__x64_sys_mlock2", mlf_sys_mlock2, MLF_MLOCK2 },
+	{ "__x64_sys_munlock", mlf_sys_munlock, MLF_MUNLOCK },
+	{ "__x64_sys_mlockall", mlf_sys_mlockall, MLF_MLOCKALL },
+	{ "__x64_sys_munlockall", mlf_sys_munlockall, MLF_MUNLOCKALL },
 };
+
+/*
+ * A call that does nothing or fails on its arguments alone (no length,
+ * flags the syscall refuses) is left to the syscall: the same result, and
+ * all our path could add is cost.
+ */
+static notrace bool mlf_route_trivial(enum mlf_call call,
+				      const struct pt_regs *regs)
+{
+	int flags;
+
+	switch (call) {
+	case MLF_MLOCK2:
+		if ((int)regs->dx & ~MLOCK_ONFAULT)
+			return true;
+		fallthrough;
+	case MLF_MLOCK:
+	case MLF_MUNLOCK:
+		return !regs->si;
+	case MLF_MLOCKALL:
+		flags = (int)regs->di;
+		return !flags || flags == MCL_ONFAULT ||
+		       (flags & ~(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT));
+	default:
+		return false;
+	}
+}
 
 /*
  * At the syscall function's entry, before its first instruction: a routed
@@ -390,8 +433,10 @@ static void notrace mlf_route_hook(unsigned long ip, unsigned long parent_ip,
 				   struct ftrace_regs *fregs)
 {
 	struct mlf_hook *h = container_of(op, struct mlf_hook, ops);
+	const struct pt_regs *regs = (void *)mlf_ftrace_arg0(fregs);
 
-	if (!mlf_route_wanted(READ_ONCE(mlf_routing)))
+	if (mlf_route_trivial(h->call, regs) ||
+	    !mlf_route_wanted(READ_ONCE(mlf_routing)))
 		return;
 	this_cpu_inc(mlf_route_inflight);
 	ftrace_regs_set_instruction_pointer(fregs, (unsigned long)h->to);
@@ -417,8 +462,7 @@ static int mlf_hooks_add(void)
 
 		memset(&h->ops, 0, sizeof(h->ops));
 		h->ops.func = mlf_route_hook;
-		/* SAVE_REGS: x86 takes a new ip only from the regs trampoline */
-		h->ops.flags = FTRACE_OPS_FL_SAVE_REGS | FTRACE_OPS_FL_IPMODIFY;
+		h->ops.flags = MLF_FTRACE_IPMODIFY_FLAGS;
 		ret = ftrace_set_filter_ip(&h->ops, h->addr, 0, 0);
 		if (ret) {
 			pr_warn("route stays off: %s cannot be traced (%d)\n",
@@ -569,8 +613,7 @@ static int mlf_debug_ipmodify_set(const char *val, const struct kernel_param *kp
 		addr = mlf_compat_func_addr(sym);
 		memset(&mlf_debug_holder, 0, sizeof(mlf_debug_holder));
 		mlf_debug_holder.func = mlf_debug_hold;
-		mlf_debug_holder.flags = FTRACE_OPS_FL_SAVE_REGS |
-					 FTRACE_OPS_FL_IPMODIFY;
+		mlf_debug_holder.flags = MLF_FTRACE_IPMODIFY_FLAGS;
 		ret = addr ? ftrace_set_filter_ip(&mlf_debug_holder, addr, 0, 0) :
 			     -ENOENT;
 		if (!ret) {
@@ -666,10 +709,11 @@ void mlf_route_exit(void)
 	if (mlf_route_fork_tp) {
 		tracepoint_probe_unregister(mlf_route_fork_tp, mlf_route_fork,
 					    NULL);
-		tracepoint_synchronize_unregister();
 		mlf_route_fork_tp = NULL;
 	}
 	mutex_unlock(&mlf_route_mutex);
+	/* Also after a probe pruning took out: one may still be running. */
+	tracepoint_synchronize_unregister();
 	mlf_route_drain_inflight();
 	cancel_work_sync(&mlf_route_refill_work);
 	cancel_delayed_work_sync(&mlf_route_prune_work);
