@@ -398,12 +398,15 @@ static struct mlf_hook mlf_hooks[] = {
 
 /*
  * A call that does nothing or fails on its arguments alone (no length,
- * flags the syscall refuses) is left to the syscall: the same result, and
- * all our path could add is cost.
+ * flags the syscall refuses), and an unlock in a process that has nothing
+ * locked (no locked_vm, no MCL_FUTURE: at most the syscall's ENOMEM), is
+ * left to the syscall: the same result, and all our path could add is
+ * cost.  Nothing is owed then either: moves are owed for locked ranges.
  */
 static notrace bool mlf_route_trivial(enum mlf_call call,
 				      const struct pt_regs *regs)
 {
+	struct mm_struct *mm = current->mm;
 	int flags;
 
 	switch (call) {
@@ -412,15 +415,20 @@ static notrace bool mlf_route_trivial(enum mlf_call call,
 			return true;
 		fallthrough;
 	case MLF_MLOCK:
-	case MLF_MUNLOCK:
 		return !regs->si;
+	case MLF_MUNLOCK:
+		if (!regs->si)
+			return true;
+		fallthrough;
+	case MLF_MUNLOCKALL:
+		return !READ_ONCE(mm->locked_vm) &&
+		       !(READ_ONCE(mm->def_flags) & VM_LOCKED);
 	case MLF_MLOCKALL:
 		flags = (int)regs->di;
 		return !flags || flags == MCL_ONFAULT ||
 		       (flags & ~(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT));
-	default:
-		return false;
 	}
+	return false;
 }
 
 /*
