@@ -14,6 +14,7 @@
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -494,7 +495,12 @@ static atomic_int *shared_flag(void)
 	return f;
 }
 
-TEST_F(route, switching_route_while_calls_are_in_flight)
+/*
+ * The loopers run while route is switched six times (@reload false), or
+ * while the module is unloaded and loaded again with route=all (true);
+ * then their verdict, and Mlocked back where it was.
+ */
+static void calls_in_flight(struct __test_metadata *_metadata, bool reload)
 {
 	atomic_int *stop = shared_flag();
 	long ml0 = meminfo_kb("Mlocked");
@@ -504,7 +510,15 @@ TEST_F(route, switching_route_while_calls_are_in_flight)
 	ASSERT_NE(NULL, stop);
 	pid = start_loopers(stop);
 	ASSERT_LT(0, pid);
-	for (int i = 0; i < 6; i++) {
+	if (reload) {
+		usleep(200 * 1000);
+		mlf_fd_close();
+		EXPECT_EQ(0, run("rmmod mlockfast"));
+		usleep(200 * 1000);
+		EXPECT_EQ(0, run("modprobe mlockfast route=all"));
+		usleep(200 * 1000);
+	}
+	for (int i = 0; !reload && i < 6; i++) {
 		EXPECT_EQ(0, mlf_set_route_param(i % 3 == 0 ? "all" :
 						  i % 3 == 1 ? "group" : "off"));
 		usleep(100 * 1000);
@@ -516,29 +530,17 @@ TEST_F(route, switching_route_while_calls_are_in_flight)
 	EXPECT_EQ(ml0, meminfo_kb("Mlocked"));
 }
 
+TEST_F(route, switching_route_while_calls_are_in_flight)
+{
+	calls_in_flight(_metadata, false);
+}
+
 /* Last: it reloads the module, with route=all, under the same load. */
 TEST_F(route, unloading_while_calls_are_in_flight)
 {
-	atomic_int *stop = shared_flag();
-	long ml0 = meminfo_kb("Mlocked");
-	int st;
-	pid_t pid;
-
-	ASSERT_NE(NULL, stop);
 	ASSERT_EQ(0, mlf_set_route_param("all"));
-	pid = start_loopers(stop);
-	ASSERT_LT(0, pid);
-	usleep(200 * 1000);
-	mlf_fd_close();
-	EXPECT_EQ(0, run("rmmod mlockfast"));
-	usleep(200 * 1000);
-	EXPECT_EQ(0, run("modprobe mlockfast route=all"));
-	usleep(200 * 1000);
-	atomic_store(stop, 1);
-	ASSERT_EQ(pid, waitpid(pid, &st, 0));
-	EXPECT_TRUE(WIFEXITED(st) && !WEXITSTATUS(st)) TH_LOG("status %#x", st);
-	EXPECT_EQ(ml0, meminfo_kb("Mlocked"));
-	/* As the suite had it: loaded, route=off, the device's group. */
+	calls_in_flight(_metadata, true);
+	/* Loaded again, and routing: the loopers' calls were counted. */
 	ASSERT_LE(0, mlf_fd());
 	EXPECT_LT(0, routed_calls());
 }
