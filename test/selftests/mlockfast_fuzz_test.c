@@ -56,9 +56,6 @@
 #include "mlf_seq.h"
 #include "mlf_test.h"
 
-#ifndef MLOCK_ONFAULT
-#define MLOCK_ONFAULT	0x01
-#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE	23
 #endif

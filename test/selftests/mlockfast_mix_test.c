@@ -48,13 +48,6 @@
 #include "mlf_seq.h"
 #include "mlf_test.h"
 
-#ifndef MLOCK_ONFAULT
-#define MLOCK_ONFAULT	0x01
-#endif
-#ifndef MCL_ONFAULT
-#define MCL_ONFAULT	4
-#endif
-
 #define PG		4096UL
 #define NPG		16		/* pages per region */
 #define WORKERS		3
@@ -813,6 +806,13 @@ TEST_F_TIMEOUT(mix, all_cpus_no_worse_than_the_syscalls, 1800)
 		mix_variant(_metadata, v, base, seeds, &t[v]);
 	mix_compare(_metadata, t, &c, LEAKING_UNEXPLAINED, MIX_SCREEN_RARE);
 	mix_compare(_metadata, t, &c, UNDERCOUNTING, MIX_SCREEN_COMMON);
+}
+
+/* The workers mlockall() this program's text and data from every CPU. */
+static void __attribute__((constructor)) mix_private_copy(int argc, char **argv)
+{
+	(void)argc;
+	run_from_private_copy(argv);
 }
 
 TEST_HARNESS_MAIN

@@ -938,32 +938,33 @@ static int unlocked_mlk_equal(const char *sa, const struct vma_head *h,
 	return 1;
 }
 
-static int states_equal(const char *a, const char *b)
+/* 0 if states @a and @b are equal, else the (1-based) line that is not. */
+static int state_mismatch(const char *a, const char *b)
 {
 	const char *sa = a;
 	struct vma_head h;
-	int have_head = 0;
+	int have_head = 0, line = 1;
 
 	if (!strcmp(a, b))
-		return 1;
-	while (*a && *b) {
+		return 0;
+	for (; *a && *b; line++) {
 		size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
 
 		if (la != lb)
-			return 0;
+			return line;
 		if (a[0] != ' ')
 			have_head = vma_head(a, &h);
 		if (strncmp(a, b, la) &&
 		    (strncmp(a, "  mlk ", 6) || strncmp(b, "  mlk ", 6)))
-			return 0;
+			return line;
 		if (strncmp(a, b, la) && !(block_locked(a) && block_locked(b)) &&
 		    (block_locked(a) || block_locked(b) ||
 		     !unlocked_mlk_equal(sa, have_head ? &h : NULL, a, b, la)))
-			return 0;
+			return line;
 		a += la + (a[la] == '\n');
 		b += lb + (b[lb] == '\n');
 	}
-	return !*a && !*b;
+	return *a || *b ? line : 0;
 }
 
 struct result {
@@ -976,24 +977,14 @@ struct result {
 static char reply_a[REPLY_MAX], reply_b[REPLY_MAX];
 static char opbuf[512];
 
-/* Where a and b first differ: the line in each. */
-static void first_diff(const char *a, const char *b, int *line,
-		       const char **la, const char **lb)
+/* The start of line @n (1-based) of @s, or its end if it has fewer. */
+static const char *nth_line(const char *s, int n)
 {
-	const char *sa = a, *sb = b;
-
-	*line = 1;
-	while (*a && *a == *b) {
-		if (*a == '\n') {
-			(*line)++;
-			sa = a + 1;
-			sb = b + 1;
-		}
-		a++;
-		b++;
+	while (--n > 0 && *s) {
+		s += strcspn(s, "\n");
+		s += *s == '\n';
 	}
-	*la = sa;
-	*lb = sb;
+	return s;
 }
 
 /* Lines [from, to] of a state (1-based), or all of it if @to is 0. */
@@ -1112,11 +1103,13 @@ static void run_ops(const struct cfg *c, const struct op *ops, int n,
 			if (verbose > 1)
 				print_state("B", reply_b);
 		}
-		if (states_equal(reply_a, reply_b))
+		line = state_mismatch(reply_a, reply_b);
+		if (!line)
 			continue;
 		res->fail_at = i;
 		stop = 1;
-		first_diff(reply_a, reply_b, &line, &la, &lb);
+		la = nth_line(reply_a, line);
+		lb = nth_line(reply_b, line);
 		snprintf(res->why, sizeof(res->why),
 			 "op %d: state line %d: syscall \"%.*s\" ioctl \"%.*s\"",
 			 i, line, (int)strcspn(la, "\n"), la,
@@ -1125,7 +1118,7 @@ static void run_ops(const struct cfg *c, const struct op *ops, int n,
 			op_str(&ops[i], opbuf, sizeof(opbuf));
 			fprintf(stderr, "# MISMATCH at op %d of %s (seed %" PRIu64 "): %s\n",
 				i, c->name, c->seed, opbuf);
-			fprintf(stderr, "# first difference, line %d:\n#   syscall: %.*s\n#   ioctl:   %.*s\n",
+			fprintf(stderr, "# the line that differs, %d:\n#   syscall: %.*s\n#   ioctl:   %.*s\n",
 				line, (int)strcspn(la, "\n"), la,
 				(int)strcspn(lb, "\n"), lb);
 			/* Around the difference; all of it with MLF_VERBOSE. */
@@ -1588,6 +1581,8 @@ int main(int argc, char **argv)
 {
 	int m = 1;
 
+	/* A and B lock the same text (mlockall) from two CPUs. */
+	run_from_private_copy(argv);
 	/* --seed=N and --ops=N are ours; the rest goes to the harness. */
 	for (int i = 1; i < argc; i++) {
 		if (!strncmp(argv[i], "--seed=", 7))

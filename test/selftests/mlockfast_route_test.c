@@ -28,13 +28,6 @@
 #include "kselftest_harness.h"
 #include "mlf_test.h"
 
-#ifndef MLOCK_ONFAULT
-#define MLOCK_ONFAULT	0x01
-#endif
-#ifndef MCL_ONFAULT
-#define MCL_ONFAULT	4
-#endif
-
 #define PG		4096UL
 #define PARAM		"/sys/module/mlockfast/parameters/"
 #define NOGROUP		4242	/* a group nobody here holds */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <linux/capability.h>
 #include "mlf_diff.h"
+#include "mlf_seq.h"
 #include "mlf_test.h"
 
 struct diff_log {
@@ -162,18 +163,6 @@ static void log_residency(struct diff_log *log, unsigned long s,
 	free(line);
 }
 
-static int wanted_smaps_field(const char *l)
-{
-	static const char * const f[] = {
-		"Rss:", "Locked:", "Anonymous:", "VmFlags:", "AnonHugePages:",
-	};
-
-	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
-		if (!strncmp(l, f[i], strlen(f[i])))
-			return 1;
-	return 0;
-}
-
 void diff_state(struct diff_log *log, const char *label)
 {
 	char *smaps = read_file("/proc/self/smaps"), *l, *next;
@@ -205,7 +194,7 @@ void diff_state(struct diff_log *log, const char *label)
 			}
 			continue;
 		}
-		if (in && wanted_smaps_field(l))
+		if (in && seq_wanted_field(l))
 			diff_note(log, "  %s", l);
 	}
 	free(smaps);

@@ -214,7 +214,7 @@ static void seq_vma_pages(struct seq_buf *out, unsigned long s,
 	sb_printf(out, "  mlk %s\n", line);
 }
 
-static int seq_wanted_field(const char *l)
+int seq_wanted_field(const char *l)
 {
 	static const char * const f[] = {
 		"Rss:", "Locked:", "Anonymous:", "VmFlags:", "AnonHugePages:",

@@ -57,6 +57,9 @@ int seq_pin(int idx);
  */
 char *seq_local_drain(char *at, char *other);
 
+/* Is smaps line @l one of the fields the states compare? */
+int seq_wanted_field(const char *l);
+
 /*
  * The observable state of [lo, hi): for each VMA meeting it (from
  * /proc/self/smaps, read into @tmp), its range, perms, offset and kind

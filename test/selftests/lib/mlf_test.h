@@ -6,7 +6,16 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <linux/mlockfast.h>
+
+/* mlock2() and mlockall() flags older libcs lack. */
+#ifndef MLOCK_ONFAULT
+#define MLOCK_ONFAULT	0x01
+#endif
+#ifndef MCL_ONFAULT
+#define MCL_ONFAULT	4
+#endif
 
 /* The ioctls, returning 0 or -1 with errno exactly like the syscalls. */
 int mlf_fd(void);
@@ -71,6 +80,16 @@ int write_file_long(const char *path, long v);
  * from it: pages a kernel leaves mlocked there go with the copy.
  */
 int copy_self(const char *path);
+
+/*
+ * For a test whose processes lock its own text and data from several CPUs
+ * (mlockall): from a constructor, re-exec the program from a copy of itself
+ * in /tmp, unlinked as soon as it runs.  The pages the kernel's own races
+ * leave mlocked in that copy's page cache are freed when the program exits,
+ * instead of staying mlocked in the shared binary's, where a later test's
+ * compaction or reclaim would unlock them under its exact Mlocked count.
+ */
+void run_from_private_copy(char **argv);
 
 #define NOBODY	65534
 /* Give up root: uid/gid nobody, no capabilities but CAP_IPC_LOCK if @keep;
