@@ -463,9 +463,12 @@ int copy_self(const char *path)
 void run_from_private_copy(char **argv)
 {
 	const char *copy = getenv("MLF_PRIVATE_COPY");
-	char path[64];
+	char path[64], self[64];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 
-	if (copy) {	/* we are the copy: nothing else needs its name */
+	self[n > 0 ? n : 0] = '\0';
+	/* We are the copy (and never unlink what an inherited name says). */
+	if (copy && !strcmp(self, copy)) {
 		unlink(copy);
 		unsetenv("MLF_PRIVATE_COPY");
 		return;
