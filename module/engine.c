@@ -44,7 +44,7 @@ struct mlf_ctx {
 	bool drained;		/* mlf_drain_once() ran */
 	struct mlf_file *file;	/* the file, whose cache has ... */
 	struct mlf_mm *owner;	/* ... current->mm's state (mm.c) */
-	struct mlf_pt_cache pt;	/* the call's own, with no owner's to keep */
+	struct mlf_pt_cache pt;
 	unsigned int nr_pop;	/* ranges populate must visit, in pop[] */
 	unsigned long pages;
 	struct zone *zone;	/* NR_MLOCK change not yet applied ... */
@@ -160,8 +160,8 @@ static __always_inline void mlf_ctx_owner(struct mlf_ctx *c)
 	}
 	c->owner->locked_at = jiffies;
 	/* Reclaim mode leaves moves owing; a fork pays them (mm.c). */
-	if (c->mode == MLF_RECLAIM && !c->owner->unmoved)
-		WRITE_ONCE(c->owner->unmoved, true);
+	if (c->mode == MLF_RECLAIM && !mlf_mm_watch_all(c->owner))
+		c->mode = MLF_EAGER;
 	/* Its moves would be paid later, by a second walk: pay them now. */
 	if (c->mode == MLF_DEFERRED && unlikely(READ_ONCE(c->owner->held_long)))
 		c->mode = MLF_EAGER;
@@ -818,11 +818,11 @@ static __always_inline void mlf_walk_range(struct mlf_ctx *c,
 					   unsigned long end)
 {
 	bool populates = mlf_locks(c) && mlf_populates(vma);
-	struct mlf_pt_cache *pt = c->owner ? &c->owner->pt : &c->pt;
+	struct mlf_pt_cache *pt = &c->pt;
 	unsigned long next;
 
 	for (; addr < end; addr = next) {
-		pmd_t *pmd, *pmds = READ_ONCE(pt->pmds);
+		pmd_t *pmd, *pmds = pt->pmds;
 
 		if (pmds && (addr & PUD_MASK) == pt->base) {
 			next = pmd_addr_end(addr, end);

@@ -74,12 +74,9 @@ struct mlf_run {
 };
 
 /*
- * The pmd table the mm's last walk went through, so that the next walk of
- * the same 1G (typically the unlock of what was just locked) skips the
- * descent from the pgd.  Used with the mmap_lock held for writing.  A page
- * table is freed only after the kernel has told the mm's notifiers that the
- * range it maps is going (munmap, mremap, exit), and the notifier forgets
- * the table then (mm.c).
+ * The pmd table a call's walk last went through, so that its next pmd in
+ * the same 1G skips the descent from the pgd.  A call's own: between calls
+ * a table may be freed (munmap, mremap), and no notifier of ours hears it.
  */
 struct mlf_pt_cache {
 	unsigned long base;	/* the PUD_SIZE-aligned range it maps */
@@ -94,7 +91,19 @@ struct mlf_pt_cache {
  * the rest.
  */
 struct mlf_mm {
+	/*
+	 * Two interval notifiers.  @mn, for the mm's life, over the top page
+	 * of the address space, which no mapping can have: it hears the exit
+	 * (every interval notifier does) and nothing else.  @watch, only
+	 * while moves are owed, over them (watch_start to watch_end, 0 to 0:
+	 * none live), to hear a fork; so the mm's other VM calls and faults
+	 * reach no callback of ours.  @watching: @watch is inserted, if
+	 * maybe not yet live, and must be removed.
+	 */
 	struct mmu_interval_notifier mn;
+	struct mmu_interval_notifier watch;
+	unsigned long watch_start, watch_end;
+	bool watching;
 	struct mm_struct *mm;	/* mmgrab()bed until @m is freed */
 	refcount_t ref;		/* the notifier's, and each caching file's */
 	unsigned long state;
@@ -108,12 +117,11 @@ struct mlf_mm {
 	 * Runs of locked private anon pages whose moves are owed.  The
 	 * mmap_lock guards them: the ioctls change them holding it for
 	 * writing, the work (never run twice at once) holding it for reading.
-	 * The caches below are the ioctls' alone (held for writing), except
-	 * that the notifier clears pt.pmds under whatever lock it is called.
+	 * The watch fields above likewise.  The caches below are the ioctls'
+	 * alone (held for writing).
 	 */
 	unsigned int nr_runs;
 	struct mlf_run runs[MLF_MM_RUNS];
-	struct mlf_pt_cache pt;
 	struct mlf_vma_cache vc;	/* (compat.h) */
 	/* The zone of the pages the mm's last walk counted, or -1: none. */
 	struct zone *zone;
@@ -128,7 +136,8 @@ struct mlf_mm {
 	unsigned long locked_at;
 	/*
 	 * A reclaim-mode lock left moves owing that no run records: a fork
-	 * pays those of the VMAs it copies (mm.c).
+	 * pays those of the VMAs it copies (mm.c), which @watch then covers
+	 * all of.
 	 */
 	bool unmoved;
 };
@@ -139,6 +148,7 @@ unsigned long mlf_mm_tracked(void);
 int mlf_mm_init(void);
 void mlf_mm_exit(void);
 void mlf_mm_merge_run(struct mlf_mm *m, unsigned long start, unsigned long end);
+bool mlf_mm_watch_all(struct mlf_mm *m);
 void mlf_mm_cut(struct mlf_mm *m, unsigned long start, unsigned long end);
 void mlf_mm_pay_all(void);
 /*
@@ -175,7 +185,8 @@ static inline void mlf_mm_add_run(struct mlf_mm *m, unsigned long start,
 				  unsigned long end)
 {
 	mlf_count(moves_queued, (end - start) >> PAGE_SHIFT);
-	if (likely(!m->nr_runs && delayed_work_pending(&m->work))) {
+	if (likely(!m->nr_runs && delayed_work_pending(&m->work) &&
+		   start >= m->watch_start && end <= m->watch_end)) {
 		m->runs[0] = (struct mlf_run){ start, end };
 		m->nr_runs = 1;
 		return;
@@ -206,7 +217,7 @@ static inline void mlf_pt_remember(struct mlf_pt_cache *pt, unsigned long addr,
 				   pmd_t *pmd)
 {
 	pt->base = addr & PUD_MASK;
-	WRITE_ONCE(pt->pmds, pmd - pmd_index(addr));
+	pt->pmds = pmd - pmd_index(addr);
 }
 
 #endif /* MLOCKFAST_H */

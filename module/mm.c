@@ -1,21 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Per-process state: an interval notifier over every mm that has used the
- * device, and the runs of private anonymous pages whose moves a lock left
- * owing (see mlf_lock_one()): a run costs nothing per page until its work,
- * after defer_ms, moves what is still locked (mlf_pay_run()).
+ * Per-process state of every mm that has used the device, and the runs of
+ * private anonymous pages whose moves a lock left owing (see
+ * mlf_lock_one()): a run costs nothing per page until its work, after
+ * defer_ms, moves what is still locked (mlf_pay_run()).
  *
  * A move may be left owing only while no lock but the owner's can reach the
- * page: the page is mapped once.  The notifier hears when that ends, as
- * fork() write-protects the pages it is about to share, and pays the moves
- * then, before the child can lock or unlock them.  It also hears of every
- * unmap, replacement and exit, which forget the cached page table, and
- * after which the pay walk finds other pages, or none, where a run was.
+ * page: the page is mapped once.  A notifier over the owed ranges (the
+ * watch) hears when that ends, as fork() write-protects the pages it is
+ * about to share, and pays the moves then, before the child can lock or
+ * unlock them.  An unmap or replacement there needs nothing: the pay walk
+ * finds other pages, or none, where a run was.  Once nothing is owed, the
+ * work removes the watch, and the mm's VM calls reach no code of ours.
  *
- * Lifetime: the notifier lives as long as its mm (one reference, dropped from
- * our workqueue after the mm exits, or at unload) and each file that caches
- * the state holds one more, so that a cached pointer is never stale.  At
- * exit the process waits for no grace period and no work of ours.
+ * Lifetime: a second notifier, over a page no mapping can have, hears the
+ * exit.  It lives as long as its mm (one reference, dropped from our
+ * workqueue after the mm exits, or at unload) and each file that caches the
+ * state holds one more, so that a cached pointer is never stale.  At exit
+ * the process waits for no grace period and no work of ours.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -36,6 +38,13 @@ enum {
 	MLF_MM_GONE,		/* its notifier is removed, or being removed */
 };
 
+/*
+ * Where the lifetime notifier sits: the top page of the address space,
+ * which no process's mapping can reach whatever the paging mode, so only
+ * the events over all of an mm reach it: the exit's, and clear_refs'.
+ */
+#define MLF_MN_START	(-PAGE_SIZE)
+
 /* Every mm with a notifier of ours, keyed by the mm; looked up under RCU. */
 static DEFINE_HASHTABLE(mlf_mms, 8);
 static DEFINE_SPINLOCK(mlf_mms_lock);	/* guards changes to mlf_mms */
@@ -52,11 +61,67 @@ static void mlf_mm_pay(struct mlf_mm *m)
 		mlf_pay_run(m->mm, m->runs[i].start, m->runs[i].end);
 }
 
+static const struct mmu_interval_notifier_ops mlf_watch_ops;
+
 /*
- * No mm_users reference is taken: exit_mmap() calls our release before it
- * touches the mappings, and release waits for this work to end.  (Holding
- * mm_users instead would leave the last mmput() to us, and the exiting
- * process's memory, Mlocked included, would outlive it for a while.)
+ * Remove the watch; mmap_lock held.  Sleeps while an invalidation of the mm
+ * is under way: our callbacks never wait for the mmap_lock, nor for us.
+ */
+static void mlf_mm_unwatch(struct mlf_mm *m)
+{
+	m->watch_start = 0;
+	m->watch_end = 0;
+	if (m->watching) {
+		m->watching = false;
+		mmu_interval_notifier_remove(&m->watch);
+	}
+}
+
+/*
+ * Watch [start, end) instead; mmap_lock held for writing, so that no fork
+ * runs meanwhile.  False if the watch is not live when this returns (the
+ * kernel inserts one only after the invalidations under way end, and a
+ * fork could start before): the runs are then paid, and the caller must
+ * owe nothing.
+ */
+static bool mlf_mm_watch_range(struct mlf_mm *m, unsigned long start,
+			       unsigned long end)
+{
+	mlf_mm_unwatch(m);
+	if (!mmu_interval_notifier_insert_locked(&m->watch, m->mm, start,
+						 end - start, &mlf_watch_ops)) {
+		m->watching = true;
+		if (!RB_EMPTY_NODE(&m->watch.interval_tree.rb)) {
+			m->watch_start = start;
+			m->watch_end = end;
+			return true;
+		}
+	}
+	mlf_mm_pay(m);
+	return false;
+}
+
+/*
+ * A reclaim-mode lock: its moves are owed wherever it locks, and a fork pays
+ * them VMA by VMA: watch all of the mm, for good.  False: it must not owe.
+ */
+bool mlf_mm_watch_all(struct mlf_mm *m)
+{
+	if (m->unmoved)
+		return true;
+	if (!mlf_mm_watch_range(m, 0, ULONG_MAX))
+		return false;
+	WRITE_ONCE(m->unmoved, true);
+	return true;
+}
+
+/*
+ * The release does not wait for this work: the watch's removal here may
+ * wait for the exit's invalidations to end.  A pay under way then walks
+ * beside the exit's unmap, both holding the mmap_lock for reading, as a
+ * fault would; the retire waits for it.  No mm_users reference is taken:
+ * the last mmput() would fall to us, and the exiting process's memory,
+ * Mlocked included, would outlive it for a while.
  */
 static void mlf_mm_work(struct work_struct *work)
 {
@@ -71,6 +136,8 @@ static void mlf_mm_work(struct work_struct *work)
 	if (m->nr_runs)
 		WRITE_ONCE(m->held_long, true);
 	mlf_mm_pay(m);
+	if (!m->unmoved)
+		mlf_mm_unwatch(m);
 	mmap_read_unlock(mm);
 }
 
@@ -83,14 +150,26 @@ static void mlf_mm_queue(struct mlf_mm *m, unsigned long delay)
 }
 
 /*
- * mlf_mm_add_run() beyond its common case: runs that touch merge; with no
+ * mlf_mm_add_run() beyond its common case: the watch grows to the runs'
+ * span, or if it cannot, all are paid now; runs that touch merge; with no
  * room left, all are paid at once.
  */
 void mlf_mm_merge_run(struct mlf_mm *m, unsigned long start, unsigned long end)
 {
+	unsigned long lo = start, hi = end;
 	struct mlf_run *r;
 	unsigned int i;
 
+	if (start < m->watch_start || end > m->watch_end) {
+		for (i = 0; i < m->nr_runs; i++) {
+			lo = min(lo, m->runs[i].start);
+			hi = max(hi, m->runs[i].end);
+		}
+		if (!mlf_mm_watch_range(m, lo, hi)) {
+			mlf_pay_run(m->mm, start, end);
+			return;
+		}
+	}
 	for (i = 0; i < m->nr_runs; i++) {
 		r = &m->runs[i];
 		if (start <= r->end && end >= r->start) {
@@ -185,19 +264,6 @@ static void mlf_mm_pay_for_fork(struct mlf_mm *m, unsigned long start,
 		mlf_pay_run(m->mm, start, end);
 }
 
-/*
- * Any change to the range of the remembered pmd table forgets it: those that
- * free page tables (munmap, mremap, exit) come with one, and they hold the
- * mmap_lock, so no walk is using the table meanwhile.
- */
-static void mlf_pt_forget(struct mlf_pt_cache *pt, unsigned long start,
-			  unsigned long end)
-{
-	if (READ_ONCE(pt->pmds) && start < pt->base + PUD_SIZE &&
-	    end > pt->base)
-		WRITE_ONCE(pt->pmds, NULL);
-}
-
 static void mlf_mm_put(struct mlf_mm *m)
 {
 	if (refcount_dec_and_test(&m->ref)) {
@@ -216,13 +282,17 @@ static void mlf_mm_kill(struct mlf_mm *m)
 }
 
 /*
- * Remove the notifier, once, and drop the reference that it stood for.
- * Sleeps while a callback of it runs: never call from one.
+ * Remove the notifiers, once, and drop the reference that they stood for.
+ * Sleeps while a callback of them or the work runs: never call from one.
+ * The mm has exited, or no file is open: no call changes the watch.
  */
 static void mlf_mm_retire(struct mlf_mm *m)
 {
 	if (test_and_set_bit(MLF_MM_GONE, &m->state))
 		return;
+	cancel_delayed_work_sync(&m->work);
+	if (m->watching)
+		mmu_interval_notifier_remove(&m->watch);
 	mmu_interval_notifier_remove(&m->mn);
 	spin_lock(&mlf_mms_lock);
 	hash_del_rcu(&m->node);
@@ -240,17 +310,9 @@ static void mlf_mm_retire_work(struct work_struct *work)
 
 /*
  * The mm is exiting: its mappings are going away, and so are our moves.  The
- * notifier is removed later, from our workqueue, since a callback cannot
- * remove itself; the exit waits for nothing of ours but a running pay.
+ * notifiers are removed later, from our workqueue, since a callback cannot
+ * remove itself; the exit waits for nothing of ours.
  */
-static void mlf_mm_release(struct mlf_mm *m)
-{
-	mlf_mm_kill(m);
-	cancel_delayed_work_sync(&m->work);
-	refcount_inc(&m->ref);
-	queue_work(mlf_wq, &m->retire);
-}
-
 static bool mlf_mm_invalidate(struct mmu_interval_notifier *mn,
 			      const struct mmu_notifier_range *r,
 			      unsigned long cur_seq)
@@ -259,12 +321,10 @@ static bool mlf_mm_invalidate(struct mmu_interval_notifier *mn,
 
 	/* Only the exit (mn_itree_release()) sends RELEASE. */
 	if (r->event == MMU_NOTIFY_RELEASE) {
-		mlf_mm_release(m);
-		return true;
+		mlf_mm_kill(m);
+		refcount_inc(&m->ref);
+		queue_work(mlf_wq, &m->retire);
 	}
-	mlf_pt_forget(&m->pt, r->start, r->end);
-	if (mlf_event_is_fork(m, r))
-		mlf_mm_pay_for_fork(m, r->start, r->end);
 	return true;
 }
 
@@ -272,9 +332,24 @@ static const struct mmu_interval_notifier_ops mlf_mm_ops = {
 	.invalidate = mlf_mm_invalidate,
 };
 
+static bool mlf_watch_invalidate(struct mmu_interval_notifier *mn,
+				 const struct mmu_notifier_range *r,
+				 unsigned long cur_seq)
+{
+	struct mlf_mm *m = container_of(mn, struct mlf_mm, watch);
+
+	if (mlf_event_is_fork(m, r))
+		mlf_mm_pay_for_fork(m, r->start, r->end);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops mlf_watch_ops = {
+	.invalidate = mlf_watch_invalidate,
+};
+
 /*
- * State for @mm, with an interval notifier over all of it; mmap_lock held for
- * writing.  An interval notifier rather than a plain one: at exit the kernel
+ * State for @mm, with its lifetime notifier; mmap_lock held for writing.  An
+ * interval notifier rather than a plain one: at exit the kernel
  * waits for an SRCU grace period (mn_hlist_release()) if the mm has any plain
  * notifier, which every process that used us would pay, and none for
  * interval notifiers.  @m holds the mm_struct (not its pages) until freed, so
@@ -294,8 +369,8 @@ static struct mlf_mm *mlf_mm_create(struct mm_struct *mm)
 	INIT_DELAYED_WORK(&m->work, mlf_mm_work);
 	INIT_WORK(&m->retire, mlf_mm_retire_work);
 	atomic_long_inc(&mlf_mm_count);
-	if (mmu_interval_notifier_insert_locked(&m->mn, mm, 0, ULONG_MAX,
-						&mlf_mm_ops)) {
+	if (mmu_interval_notifier_insert_locked(&m->mn, mm, MLF_MN_START,
+						PAGE_SIZE, &mlf_mm_ops)) {
 		set_bit(MLF_MM_GONE, &m->state);
 		mlf_mm_put(m);
 		return NULL;
@@ -395,7 +470,6 @@ void mlf_mm_exit(void)
 	spin_unlock(&mlf_mms_lock);
 	list_for_each_entry_safe(m, next, &all, unload) {
 		mlf_mm_kill(m);
-		cancel_delayed_work_sync(&m->work);
 		/* Waits for a release that is running: its retire is queued. */
 		mlf_mm_retire(m);
 		mlf_mm_put(m);

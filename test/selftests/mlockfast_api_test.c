@@ -1510,6 +1510,68 @@ TEST_F(api, forked_child_lock_outlives_the_parents_deferred_lock)
 	}
 }
 
+/* @pages touched private pages near @hint, which mmap() may not honour. */
+static char *anon_near(char *hint, size_t pages)
+{
+	char *p = mmap(hint, pages * PAGE, RW, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	madvise(p, pages * PAGE, MADV_NOHUGEPAGE);
+	diff_touch(p, pages * PAGE, 1);
+	drain_all();
+	return p;
+}
+
+/*
+ * The notifier that pays owed moves at a fork watches only where moves are
+ * owed, and follows them: after a run cancelled in a mapping that is then
+ * unmapped (what the notifier watched is gone), runs in mappings gigabytes
+ * above and below it are paid before a forked child locks and unlocks the
+ * same pages.  A run the notifier missed would be taken for unlocked by
+ * the child's munlock(2), and the parent's lock left uncounted.
+ */
+TEST_F(api, fork_pays_owed_moves_wherever_the_runs_go)
+{
+	char *a = anon(16, 1), *up, *down;
+	int st = -1;
+	pid_t pid;
+
+	ASSERT_NE(NULL, a);
+	up = anon_near(a + (4UL << 30), 16);
+	down = anon_near((uintptr_t)a > (8UL << 30) ? a - (4UL << 30) : NULL, 16);
+	ASSERT_NE(NULL, up);
+	ASSERT_NE(NULL, down);
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, mlf_make_state());
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	ASSERT_EQ(0, mlf_lock2(a, 16 * PAGE, MLOCKFAST_MODE_DEFERRED));
+	ASSERT_EQ(0, mlf_unlock(a, 16 * PAGE));
+	ASSERT_EQ(0, munmap(a, 16 * PAGE));
+	ASSERT_EQ(0, mlf_lock2(up, 16 * PAGE, MLOCKFAST_MODE_DEFERRED));
+	ASSERT_EQ(0, mlf_lock2(down, 16 * PAGE, MLOCKFAST_MODE_DEFERRED));
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		_exit(mlock(up, 16 * PAGE) || munlock(up, 16 * PAGE) ||
+		      mlock(down, 16 * PAGE) || munlock(down, 16 * PAGE));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, st);
+	ASSERT_EQ(0, mlf_drain());
+	EXPECT_EQ(16, mlocked_in(up, 16));
+	EXPECT_EQ(16, mlocked_in(down, 16));
+	EXPECT_EQ(self->mlocked + KB(32), meminfo_kb("Mlocked"));
+	ASSERT_EQ(0, mlf_unlock(up, 16 * PAGE));
+	ASSERT_EQ(0, mlf_unlock(down, 16 * PAGE));
+	drain_all();
+	EXPECT_EQ(0, mlocked_in(up, 16) + mlocked_in(down, 16));
+	EXPECT_EQ(self->mlocked, meminfo_kb("Mlocked"));
+	EXPECT_EQ(self->unevictable, meminfo_kb("Unevictable"));
+	munmap(up, 16 * PAGE);
+	munmap(down, 16 * PAGE);
+}
+
 /*
  * Two CPUs: faults into a shared mapping locked on fault leave their mlocks
  * queued in this CPU's kernel batch; an unlock here must apply them before
