@@ -122,6 +122,42 @@ static void mlf_drain_once(struct mlf_ctx *c)
 }
 
 /*
+ * The owner's pmd table, if no other write hold of the mmap_lock came
+ * since the call that kept it: this hold or the very next, as the VMA
+ * cache (vma.c), and within a second, before the count could wrap.  Still
+ * good in this hold, so kept for the next.
+ */
+static __always_inline void mlf_pt_take(struct mlf_ctx *c)
+{
+#ifdef MLF_HAVE_MM_LOCK_SEQ
+	struct mlf_mm *m = c->owner;
+	unsigned int seq = mlf_mm_write_seq(m->mm);
+	unsigned long now = jiffies;
+
+	if ((seq == m->pt_seq || seq == m->pt_seq + 2) &&
+	    !time_after(now, m->pt_stamp + HZ)) {
+		c->pt = m->pt;
+		m->pt_seq = seq;
+		m->pt_stamp = now;
+	}
+#endif
+}
+
+/* The call's pmd table, for the owner's next call (mlf_pt_take()). */
+static __always_inline void mlf_pt_keep(struct mlf_ctx *c)
+{
+#ifdef MLF_HAVE_MM_LOCK_SEQ
+	struct mlf_mm *m = c->owner;
+
+	if (m) {
+		m->pt = c->pt;
+		m->pt_seq = mlf_mm_write_seq(m->mm);
+		m->pt_stamp = jiffies;
+	}
+#endif
+}
+
+/*
  * current->mm's state, and the zone its last walk counted in: a process's
  * pages are mostly in one, and finding a page's zone costs more than the
  * rest of a small call's accounting.
@@ -132,6 +168,7 @@ static __always_inline void mlf_ctx_set_owner(struct mlf_ctx *c)
 	if (c->owner) {
 		c->zone = c->owner->zone;
 		c->zone_id = c->owner->zone_id;
+		mlf_pt_take(c);
 	}
 }
 
@@ -829,8 +866,10 @@ static __always_inline void mlf_walk_range(struct mlf_ctx *c,
 			pmd = pmds + pmd_index(addr);
 		} else {
 			pmd = mlf_pmd_of(vma->vm_mm, addr, end, &next);
-			if (pmd)
+			if (pmd) {
 				mlf_pt_remember(pt, addr, pmd);
+				mlf_pt_keep(c);
+			}
 		}
 		if (!pmd || pmd_none(READ_ONCE(*pmd))) {
 			if (populates)

@@ -75,8 +75,10 @@ struct mlf_run {
 
 /*
  * The pmd table a call's walk last went through, so that its next pmd in
- * the same 1G skips the descent from the pgd.  A call's own: between calls
- * a table may be freed (munmap, mremap), and no notifier of ours hears it.
+ * the same 1G skips the descent from the pgd.  A call's own; and the mm's,
+ * for the next call, only where the mmap_lock's write holds are counted
+ * (MLF_HAVE_MM_LOCK_SEQ): a pmd table is freed only under a write hold
+ * (munmap, mremap, exit), and no notifier of ours hears it.
  */
 struct mlf_pt_cache {
 	unsigned long base;	/* the PUD_SIZE-aligned range it maps */
@@ -123,6 +125,12 @@ struct mlf_mm {
 	unsigned int nr_runs;
 	struct mlf_run runs[MLF_MM_RUNS];
 	struct mlf_vma_cache vc;	/* (compat.h) */
+#ifdef MLF_HAVE_MM_LOCK_SEQ
+	/* The last call's pmd table, its write hold and when (engine.c). */
+	struct mlf_pt_cache pt;
+	unsigned int pt_seq;
+	unsigned long pt_stamp;
+#endif
 	/* The zone of the pages the mm's last walk counted, or -1: none. */
 	struct zone *zone;
 	int zone_id;
