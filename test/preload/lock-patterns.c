@@ -227,7 +227,6 @@ static int shared(int onfault, int layouts)
 	size_t size = (size_t)(n + WARM * layouts) * pg;
 	int fd = (int)syscall(SYS_memfd_create, "mlf-shared", 0);
 	int per = n / layouts, i = 0;
-	long long t0, t1, t2;
 	char *p, *q;
 
 	if (fd < 0 || ftruncate(fd, (off_t)size))
@@ -243,20 +242,8 @@ static int shared(int onfault, int layouts)
 		if (l && one_vma_more())
 			return -1;
 		for (int j = -WARM; j < per || (l == layouts - 1 && i < n);
-		     j++, q += pg) {
-			t0 = now_ns();
-			if (mlock(q, pg))
-				failed = 1;
-			t1 = now_ns();
-			if (munlock(q, pg))
-				failed = 1;
-			t2 = now_ns();
-			if (j >= 0) {
-				lock_ns[i] = t1 - t0;
-				unlock_ns[i] = t2 - t1;
-				pair_ns[i++] = t2 - t0;
-			}
-		}
+		     j++, q += pg)
+			round_trip(q, pg, j >= 0 ? i++ : -1);
 	}
 	return munmap(p, size);
 }
