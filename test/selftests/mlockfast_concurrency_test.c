@@ -834,7 +834,7 @@ TEST_F_TIMEOUT(stress, threads_and_processes, 7 * 24 * 3600)
 	 * back the slab they took.  The module's own objects are counted
 	 * exactly (mms_tracked above); this catches what its calls would make
 	 * the kernel leak, from ~300 bytes a call (2 rounds of 100k calls)
-	 * up.  Its odds of failing a correct module are in BENCHMARKS.md.
+	 * up.  Its odds of failing a correct module are in docs/odds.md.
 	 */
 	TH_LOG("waited at most %.1f s for Mlocked and Unevictable, %.1f s for the gauges (30 s allowed)",
 	       back_waits / 10.0, gauges_waits / 10.0);

@@ -549,7 +549,7 @@ static void mix_variant(struct __test_metadata *_metadata, enum variant v,
  * the 24 a kernel on seven kernels.  A module worse than the kernel by a
  * margin fails: with the control at zero, one that shows the event in 10%
  * of its runs in 92% of CI runs, at 20% in all but 1 in 1,000
- * (BENCHMARKS.md, "The suite's odds").
+ * (docs/odds.md).
  */
 #define MIX_ALPHA	1e-5
 #define MIX_SCREEN_RARE	0.25	/* events the control shows rarely */
@@ -729,7 +729,7 @@ out:
  *  - where an unmap leaves its munlocks queued (kernel_unmap_undercounts():
  *    7.2), a fault's mlock of a page queued behind one counts nothing
  *    (9 runs of 3,900 on 7.2, with preempt=voluntary too).
- * Elsewhere the control may undercount too, rarely (BENCHMARKS.md, "The
+ * Elsewhere the control may undercount too, rarely (docs/odds.md, "The
  * mixed-path fuzzer's rates"): every kernel gets the same comparison with
  * the control (mix_compare()), whose odds hold whatever its rate.  A leak
  * on one CPU needs two (a batch drained on one while another moves the
