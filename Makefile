@@ -337,10 +337,6 @@ report: deps
 	$(MAKE) install
 	test/report
 
-# The README's plot, from docs/headline.dat (the icount figures it shows).
-plots:
-	gnuplot -e "dat='docs/headline.dat'; out='docs/headline.svg'" docs/headline.gp
-
 # LINUX_VERSION_CODE (and the CONSTANT_COMPARISON it trips) is ignored: the rule
 # is for in-tree code; compat.h is where an out-of-tree module must test it.
 style:
@@ -366,4 +362,4 @@ clean:
 	-$(MAKE) -C module KVER=$(KERNELRELEASE) clean
 	rm -rf $(BIN) $(BUILD)/deb $(BUILD)/pkg-test $(BUILD)/preload-cost $(BUILD)/mlockfast.pc $(BUILD)/kselftest $(BUILD)/kst $(BUILD)/checkpatch $(BUILD)/logs
 
-.PHONY: plots route-cost all module userspace libmlockfast tools preload-cost deb check-packages dkms-source install uninstall install-lib uninstall-lib deps check ab report stress style build-all clean
+.PHONY: route-cost all module userspace libmlockfast tools preload-cost deb check-packages dkms-source install uninstall install-lib uninstall-lib deps check ab report stress style build-all clean

@@ -1,3 +1,4 @@
+# The README's plot; test/report-headline draws it from docs/headline.dat:
 # gnuplot -e "dat='docs/headline.dat'; out='docs/headline.svg'" docs/headline.gp
 set terminal svg size 760,380 font 'sans,12' noenhanced
 set output out
