@@ -633,13 +633,16 @@ mlf_unlock_ptes(struct mlf_ctx *c, pte_t *pte, unsigned long addr,
 		if (unlikely(!mlf_fast_clearable(flags))) {
 			/*
 			 * Locked and moved: the kernel counts its locks, so
-			 * let it undo ours (mlf_unlock_one()).
+			 * let it undo ours (mlf_to_kernel() inline: a small
+			 * folio, no PG_head, one page).
 			 */
 			if ((flags & (MLF_FAST_FLAGS & ~BIT(PG_lru))) !=
 			    (BIT(PG_unevictable) | BIT(PG_mlocked)) ||
 			    is_zone_device_page(page))
 				break;
-			mlf_to_kernel(c, page_folio(page));
+			mlf_kernel_munlock(page_folio(page));
+			c->kernel_batch = true;
+			c->pages++;
 			continue;
 		}
 		if (!mlf_in_zone(c, page, flags, n))
