@@ -938,7 +938,8 @@ static void mlf_drain_kernel_mlocks(void)
 		if (!mlf_call(need_mlock_drain)(cpu))
 			continue;
 		INIT_WORK(w, mlf_drain_one);
-		queue_work_on(cpu, system_wq, w);
+		/* the kernel's per-CPU queue, whatever its name (7.2 renamed it) */
+		schedule_work_on(cpu, w);
 		__cpumask_set_cpu(cpu, &mlf_mlock_drain_cpus);
 	}
 	for_each_cpu(cpu, &mlf_mlock_drain_cpus)

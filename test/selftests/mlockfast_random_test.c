@@ -1044,7 +1044,7 @@ static void run_ops(const struct cfg *c, const struct op *ops, int n,
 		    struct result *res, int report)
 {
 	int a_out[2], b_out[2], st_a = 0, st_b = 0, stop = 0;
-	long mlocked, unevictable, ml_end, ue_end;
+	long mlocked, unevictable, ml_end, ue_end, migrated;
 	pid_t pa, pb;
 
 	memset(res, 0, sizeof(*res));
@@ -1052,6 +1052,7 @@ static void run_ops(const struct cfg *c, const struct op *ops, int n,
 	drain_everything();
 	mlocked = meminfo_kb("Mlocked");
 	unevictable = meminfo_kb("Unevictable");
+	migrated = vmstat("pgmigrate_success");
 	if (pipe(a_out) || pipe(b_out)) {
 		res->crashed = 1;
 		snprintf(res->why, sizeof(res->why), "pipe: %s", strerror(errno));
@@ -1110,10 +1111,12 @@ static void run_ops(const struct cfg *c, const struct op *ops, int n,
 		stop = 1;
 		la = nth_line(reply_a, line);
 		lb = nth_line(reply_b, line);
+		/* Migration is the guest's: it says how quiet the run was. */
 		snprintf(res->why, sizeof(res->why),
-			 "op %d: state line %d: syscall \"%.*s\" ioctl \"%.*s\"",
+			 "op %d: state line %d: syscall \"%.*s\" ioctl \"%.*s\" (%ld pages migrated in the guest meanwhile)",
 			 i, line, (int)strcspn(la, "\n"), la,
-			 (int)strcspn(lb, "\n"), lb);
+			 (int)strcspn(lb, "\n"), lb,
+			 vmstat("pgmigrate_success") - migrated);
 		if (report) {
 			op_str(&ops[i], opbuf, sizeof(opbuf));
 			fprintf(stderr, "# MISMATCH at op %d of %s (seed %" PRIu64 "): %s\n",

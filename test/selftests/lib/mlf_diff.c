@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/capability.h>
 #include "mlf_diff.h"
@@ -130,16 +131,6 @@ void diff_limit(unsigned long bytes)
 		_exit(97);
 }
 
-/* One page's residency: P/E mapped (E exclusively), S swapped, r cached. */
-static char page_state(unsigned char incore, uint64_t pm)
-{
-	if (pm & (1ULL << 63))
-		return (pm & (1ULL << 56)) ? 'E' : 'P';
-	if (pm & (1ULL << 62))
-		return 'S';
-	return incore & 1 ? 'r' : '.';
-}
-
 static void log_residency(struct diff_log *log, unsigned long s,
 			  unsigned long e)
 {
@@ -154,7 +145,7 @@ static void log_residency(struct diff_log *log, unsigned long s,
 	if (fd < 0 || pread(fd, pm, n * 8, s / PAGE * 8) != (ssize_t)(n * 8))
 		memset(pm, 0, n * 8);
 	for (size_t i = 0; i < n; i++)
-		line[i] = page_state(vec[i], pm[i]);
+		line[i] = seq_page_state(vec[i], pm[i]);
 	diff_note(log, "  res %s", line);
 	if (fd >= 0)
 		close(fd);
@@ -163,7 +154,7 @@ static void log_residency(struct diff_log *log, unsigned long s,
 	free(line);
 }
 
-void diff_state(struct diff_log *log, const char *label)
+static void diff_state_once(struct diff_log *log, const char *label)
 {
 	char *smaps = read_file("/proc/self/smaps"), *l, *next;
 	unsigned long lo = (unsigned long)DIFF_BASE, hi = lo + DIFF_SPAN;
@@ -204,6 +195,35 @@ void diff_state(struct diff_log *log, const char *label)
 		diff_note(log, "Mlocked (not exact without root)");
 	else
 		diff_note(log, "Mlocked %+ld kB", meminfo_kb("Mlocked") - log->mlocked0);
+}
+
+/* Read until settled, as seq_window_state() does, and for its reasons. */
+void diff_state(struct diff_log *log, const char *label)
+{
+	size_t base = log->len, first;
+	int tries, was_migrating;
+
+	seq_take_migrating();
+	diff_state_once(log, label);
+	for (tries = 0; tries < SEQ_STATE_TRIES; tries++) {
+		struct timespec ts = { 0, (1L << (tries < 6 ? tries : 6)) * 1000000 };
+
+		was_migrating = seq_take_migrating();
+		first = log->len;
+		diff_state_once(log, label);
+		/* (the second read's migration stays noted for the next turn) */
+		if (!was_migrating && !seq_migrating_now() &&
+		    log->len - first == first - base &&
+		    !memcmp(log->buf + base, log->buf + first, first - base)) {
+			log->len = first;
+			log->buf[first] = 0;
+			return;
+		}
+		memmove(log->buf + base, log->buf + first, log->len - first + 1);
+		log->len = base + (log->len - first);
+		nanosleep(&ts, NULL);
+	}
+	diff_note(log, "state not stable after %d reads", tries + 1);
 }
 
 /*

@@ -137,14 +137,48 @@ char *seq_local_drain(char *at, char *other)
 	return moved;
 }
 
-/* One page's residency: E/P mapped (E exclusively), S swapped, r cached. */
-static char seq_page_state(unsigned char incore, uint64_t pm)
+/* Swap areas the guest has: a "swapped" entry of another type is no swap. */
+static unsigned int seq_swap_areas(void)
+{
+	static int n = -1;
+	char buf[4096], *l;
+
+	if (n >= 0)
+		return n;
+	n = 0;
+	if (seq_read_into("/proc/swaps", buf, sizeof(buf)) > 0)
+		for (l = strchr(buf, '\n'); l && l[1]; l = strchr(l + 1, '\n'))
+			n++;
+	return n;
+}
+
+/* The last read met a page under migration (see seq_window_state()). */
+static int seq_migrating;
+
+char seq_page_state(unsigned char incore, uint64_t pm)
 {
 	if (pm & (1ULL << 63))
 		return (pm & (1ULL << 56)) ? 'E' : 'P';
-	if (pm & (1ULL << 62))
+	if (pm & (1ULL << 62)) {
+		/* pagemap's swap type (root): past the swap areas, migration */
+		if ((pm & 0x1f) >= seq_swap_areas())
+			seq_migrating = 1;
 		return 'S';
+	}
 	return incore & 1 ? 'r' : '.';
+}
+
+int seq_migrating_now(void)
+{
+	return seq_migrating;
+}
+
+int seq_take_migrating(void)
+{
+	int m = seq_migrating;
+
+	seq_migrating = 0;
+	return m;
 }
 
 /* pagemap is per process: never use a descriptor inherited over fork. */
@@ -174,6 +208,7 @@ static int seq_kpageflags_fd(void)
 }
 
 #define SEQ_MAX_PAGES	512
+
 
 static void seq_vma_pages(struct seq_buf *out, unsigned long s,
 			  unsigned long e, int kpf)
@@ -268,8 +303,9 @@ static int seq_vma_header(const char *l, unsigned long *s, unsigned long *e,
 	return 1;
 }
 
-void seq_window_state(struct seq_buf *out, unsigned long lo, unsigned long hi,
-		      char *tmp, size_t tmpcap, int kpf)
+static void seq_window_state_once(struct seq_buf *out, unsigned long lo,
+				  unsigned long hi, char *tmp, size_t tmpcap,
+				  int kpf)
 {
 	char *l, *next;
 	int in = 0;
@@ -309,6 +345,52 @@ void seq_window_state(struct seq_buf *out, unsigned long lo, unsigned long hi,
 		if (v)
 			sb_printf(out, "VmLck %ld kB\n", strtol(v + 7, NULL, 10));
 	}
+}
+
+/*
+ * Page migration (compaction, kcompactd's proactive runs) shows in what a
+ * snapshot reads for as long as it takes: a migration entry is "swapped" to
+ * pagemap (and counted in smaps' Rss), and a page cache folio's copy is not
+ * yet uptodate to mincore.  Neither is the process's state.  A batch of
+ * migrations (up to 512 folios) keeps its entries until the batch is
+ * copied, two reads apart or more: read until no page is migrating and two
+ * reads in a row agree, waiting longer each time.
+ */
+void seq_window_state(struct seq_buf *out, unsigned long lo, unsigned long hi,
+		      char *tmp, size_t tmpcap, int kpf)
+{
+	size_t base = out->len, first;
+	int tries, was_migrating;
+
+	seq_take_migrating();
+	seq_window_state_once(out, lo, hi, tmp, tmpcap, kpf);
+	for (tries = 0; tries < SEQ_STATE_TRIES && !out->overflow; tries++) {
+		struct timespec ts = { 0, (1L << (tries < 6 ? tries : 6)) * 1000000 };
+
+		was_migrating = seq_take_migrating();
+		first = out->len;
+		seq_window_state_once(out, lo, hi, tmp, tmpcap, kpf);
+		if (out->overflow) {
+			/* No room for two: the first stands. */
+			out->overflow = 0;
+			out->len = first;
+			out->buf[first] = 0;
+			return;
+		}
+		if (!was_migrating && !seq_migrating_now() &&
+		    out->len - first == first - base &&
+		    !memcmp(out->buf + base, out->buf + first, first - base)) {
+			out->len = first;
+			out->buf[first] = 0;
+			return;
+		}
+		/* The second read is the newer: it replaces the first. */
+		memmove(out->buf + base, out->buf + first, out->len - first + 1);
+		out->len = base + (out->len - first);
+		nanosleep(&ts, NULL);
+	}
+	sb_printf(out, "state not stable after %d reads%s\n", tries + 1,
+		  seq_migrating ? ", a page still migrating" : "");
 }
 
 double seq_now(void)

@@ -57,6 +57,16 @@ int seq_pin(int idx);
  */
 char *seq_local_drain(char *at, char *other);
 
+/*
+ * One page's residency from mincore and pagemap: E/P mapped (E exclusively),
+ * S swapped or migrating, r cached, . none.  A page under migration is
+ * remembered until seq_take_migrating() (true if one was met since), which
+ * clears it; seq_migrating_now() only reads it.
+ */
+char seq_page_state(unsigned char incore, uint64_t pm);
+int seq_take_migrating(void);
+int seq_migrating_now(void);
+
 /* Is smaps line @l one of the fields the states compare? */
 int seq_wanted_field(const char *l);
 
@@ -67,8 +77,12 @@ int seq_wanted_field(const char *l);
  * AnonHugePages and VmFlags, one character per page of residency (mincore
  * and pagemap: E exclusive, P present, S swapped, r cached, . none), and,
  * if @kpf, one per page of PG_mlocked from /proc/kpageflags (M mlocked,
- * - not, . not present).  Then VmLck.
+ * - not, . not present).  Then VmLck.  Read until no page is migrating and
+ * two reads in a row agree (at most SEQ_STATE_TRIES + 1 reads, some 3 s), so
+ * that a page migrating meanwhile does not show; a state that never settles
+ * says so in a last line.
  */
+#define SEQ_STATE_TRIES	50
 void seq_window_state(struct seq_buf *out, unsigned long lo, unsigned long hi,
 		      char *tmp, size_t tmpcap, int kpf);
 
