@@ -9,7 +9,6 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <linux/capability.h>
 #include "mlf_diff.h"
@@ -197,33 +196,27 @@ static void diff_state_once(struct diff_log *log, const char *label)
 		diff_note(log, "Mlocked %+ld kB", meminfo_kb("Mlocked") - log->mlocked0);
 }
 
+struct diff_read {
+	struct diff_log *log;
+	const char *label;
+};
+
+static int diff_state_read(void *arg)
+{
+	struct diff_read *r = arg;
+
+	diff_state_once(r->log, r->label);
+	return 0;
+}
+
 /* Read until settled, as seq_window_state() does, and for its reasons. */
 void diff_state(struct diff_log *log, const char *label)
 {
-	size_t base = log->len, first;
-	int tries, was_migrating;
+	struct diff_read r = { log, label };
 
-	seq_take_migrating();
-	diff_state_once(log, label);
-	for (tries = 0; tries < SEQ_STATE_TRIES; tries++) {
-		struct timespec ts = { 0, (1L << (tries < 6 ? tries : 6)) * 1000000 };
-
-		was_migrating = seq_take_migrating();
-		first = log->len;
-		diff_state_once(log, label);
-		/* (the second read's migration stays noted for the next turn) */
-		if (!was_migrating && !seq_migrating_now() &&
-		    log->len - first == first - base &&
-		    !memcmp(log->buf + base, log->buf + first, first - base)) {
-			log->len = first;
-			log->buf[first] = 0;
-			return;
-		}
-		memmove(log->buf + base, log->buf + first, log->len - first + 1);
-		log->len = base + (log->len - first);
-		nanosleep(&ts, NULL);
-	}
-	diff_note(log, "state not stable after %d reads", tries + 1);
+	if (seq_read_settled(&log->buf, &log->len, diff_state_read, &r) < 0)
+		diff_note(log, "state not stable after %d reads",
+			  SEQ_STATE_TRIES + 1);
 }
 
 /*

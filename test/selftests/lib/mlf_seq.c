@@ -168,11 +168,6 @@ char seq_page_state(unsigned char incore, uint64_t pm)
 	return incore & 1 ? 'r' : '.';
 }
 
-int seq_migrating_now(void)
-{
-	return seq_migrating;
-}
-
 int seq_take_migrating(void)
 {
 	int m = seq_migrating;
@@ -352,45 +347,73 @@ static void seq_window_state_once(struct seq_buf *out, unsigned long lo,
  * snapshot reads for as long as it takes: a migration entry is "swapped" to
  * pagemap (and counted in smaps' Rss), and a page cache folio's copy is not
  * yet uptodate to mincore.  Neither is the process's state.  A batch of
- * migrations (up to 512 folios) keeps its entries until the batch is
- * copied, two reads apart or more: read until no page is migrating and two
- * reads in a row agree, waiting longer each time.
+ * migrations (up to 512 folios) keeps its entries until the whole batch is
+ * copied, two reads apart or more: hence the growing waits.
  */
+int seq_read_settled(char **buf, size_t *len, int (*read)(void *), void *arg)
+{
+	size_t base = *len, first;
+	int turn, was_migrating;
+
+	seq_take_migrating();
+	if (read(arg))
+		return 1;
+	for (turn = 0; turn < SEQ_STATE_TRIES; turn++) {
+		struct timespec ts = { 0, (1L << (turn < 6 ? turn : 6)) * 1000000 };
+
+		was_migrating = seq_take_migrating();
+		first = *len;
+		if (read(arg)) {
+			/* No room for two: the first stands. */
+			*len = first;
+			(*buf)[first] = 0;
+			return turn + 1;
+		}
+		/* (the second read's migration stays noted for the next turn) */
+		if (!was_migrating && !seq_migrating &&
+		    *len - first == first - base &&
+		    !memcmp(*buf + base, *buf + first, first - base)) {
+			*len = first;
+			(*buf)[first] = 0;
+			return turn + 2;
+		}
+		/* The second read is the newer: it replaces the first. */
+		memmove(*buf + base, *buf + first, *len - first + 1);
+		*len = base + (*len - first);
+		nanosleep(&ts, NULL);
+	}
+	return -1;
+}
+
+struct seq_window {
+	struct seq_buf *out;
+	unsigned long lo, hi;
+	char *tmp;
+	size_t tmpcap;
+	int kpf, reads;
+};
+
+/* One read; a second one without room gives way (the first overflowing stays). */
+static int seq_window_read(void *arg)
+{
+	struct seq_window *w = arg;
+
+	seq_window_state_once(w->out, w->lo, w->hi, w->tmp, w->tmpcap, w->kpf);
+	if (!w->out->overflow || !w->reads++)
+		return w->out->overflow;
+	w->out->overflow = 0;
+	return 1;
+}
+
 void seq_window_state(struct seq_buf *out, unsigned long lo, unsigned long hi,
 		      char *tmp, size_t tmpcap, int kpf)
 {
-	size_t base = out->len, first;
-	int tries, was_migrating;
+	struct seq_window w = { out, lo, hi, tmp, tmpcap, kpf, 0 };
 
-	seq_take_migrating();
-	seq_window_state_once(out, lo, hi, tmp, tmpcap, kpf);
-	for (tries = 0; tries < SEQ_STATE_TRIES && !out->overflow; tries++) {
-		struct timespec ts = { 0, (1L << (tries < 6 ? tries : 6)) * 1000000 };
-
-		was_migrating = seq_take_migrating();
-		first = out->len;
-		seq_window_state_once(out, lo, hi, tmp, tmpcap, kpf);
-		if (out->overflow) {
-			/* No room for two: the first stands. */
-			out->overflow = 0;
-			out->len = first;
-			out->buf[first] = 0;
-			return;
-		}
-		if (!was_migrating && !seq_migrating_now() &&
-		    out->len - first == first - base &&
-		    !memcmp(out->buf + base, out->buf + first, first - base)) {
-			out->len = first;
-			out->buf[first] = 0;
-			return;
-		}
-		/* The second read is the newer: it replaces the first. */
-		memmove(out->buf + base, out->buf + first, out->len - first + 1);
-		out->len = base + (out->len - first);
-		nanosleep(&ts, NULL);
-	}
-	sb_printf(out, "state not stable after %d reads%s\n", tries + 1,
-		  seq_migrating ? ", a page still migrating" : "");
+	if (seq_read_settled(&out->buf, &out->len, seq_window_read, &w) < 0)
+		sb_printf(out, "state not stable after %d reads%s\n",
+			  SEQ_STATE_TRIES + 1,
+			  seq_migrating ? ", a page still migrating" : "");
 }
 
 double seq_now(void)

@@ -61,11 +61,10 @@ char *seq_local_drain(char *at, char *other);
  * One page's residency from mincore and pagemap: E/P mapped (E exclusively),
  * S swapped or migrating, r cached, . none.  A page under migration is
  * remembered until seq_take_migrating() (true if one was met since), which
- * clears it; seq_migrating_now() only reads it.
+ * clears it.
  */
 char seq_page_state(unsigned char incore, uint64_t pm);
 int seq_take_migrating(void);
-int seq_migrating_now(void);
 
 /* Is smaps line @l one of the fields the states compare? */
 int seq_wanted_field(const char *l);
@@ -83,6 +82,15 @@ int seq_wanted_field(const char *l);
  * says so in a last line.
  */
 #define SEQ_STATE_TRIES	50
+
+/*
+ * Append to the text at *@buf, *@len bytes long, the state that @read(@arg)
+ * appends there, read again until no page is migrating and two reads in a
+ * row agree, waiting 1, 2, 4 ... 64 ms between them.  @read returns nonzero
+ * when it had no room, and the read before it stands.  The number of reads,
+ * or -1 if the state never settled (the last read stands).
+ */
+int seq_read_settled(char **buf, size_t *len, int (*read)(void *), void *arg);
 void seq_window_state(struct seq_buf *out, unsigned long lo, unsigned long hi,
 		      char *tmp, size_t tmpcap, int kpf);
 
