@@ -971,6 +971,7 @@ struct result {
 	int fail_at;		/* first op whose results differ, or -1 */
 	int crashed;		/* a child died or misbehaved */
 	int leak;		/* Mlocked/Unevictable not back at the end */
+	long migrated;		/* pages the guest migrated during the run */
 	char why[512];
 };
 
@@ -1148,6 +1149,7 @@ static void run_ops(const struct cfg *c, const struct op *ops, int n,
 			 "child status: A %#x, B %#x", st_a, st_b);
 		res->crashed = 1;
 	}
+	res->migrated = vmstat("pgmigrate_success") - migrated;
 	mlf_drain();
 	drain_everything();
 	ml_end = meminfo_kb("Mlocked");
@@ -1316,8 +1318,9 @@ static void random_run(struct __test_metadata *_metadata, struct cfg *c,
 	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
 	t0 = seq_now();
 	run_ops(c, ops, c->nops, &res, 1);
-	fprintf(stderr, "# %s: %d ops in %.1f s%s%s\n", c->name,
-		res.fail_at >= 0 ? res.fail_at + 1 : c->nops, seq_now() - t0,
+	fprintf(stderr, "# %s: %d ops in %.1f s, %ld pages migrated in the guest meanwhile%s%s\n",
+		c->name, res.fail_at >= 0 ? res.fail_at + 1 : c->nops,
+		seq_now() - t0, res.migrated,
 		failed(&res) ? ": FAILED: " : "", failed(&res) ? res.why : "");
 	for (int t = 0; profile && t < NR_OP_TYPES; t++)
 		fprintf(stderr, "#   %-10s %5d ops %7.3f s %6.2f ms/op\n", op_names[t],
