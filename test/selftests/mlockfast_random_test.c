@@ -867,7 +867,9 @@ static int block_locked(const char *l)
  *   last op was the syscall's munlock on both sides), which reclaim culls;
  * - in a VMA locked on neither, a file page that a VMA locked on both sides
  *   maps too: its flag is that VMA's page's, which may differ (the syscall
- *   side's undercount, seen on 7.2, shows in both VMAs).
+ *   side's undercount, seen on 7.2, shows in both VMAs).  A shared
+ *   anonymous object is such a file too once mremap(MREMAP_DONTUNMAP) has
+ *   left two VMAs over it (the states number the objects: "shmem:N").
  * A page the ioctl side left mlocked in an unlocked VMA is a leak: every
  * other difference fails.
  */
@@ -901,7 +903,8 @@ static int file_page_locked(const char *state, const char *kind,
 {
 	struct vma_head h;
 
-	if (strcmp(kind, "memfd") && strcmp(kind, "file"))
+	if (strcmp(kind, "memfd") && strcmp(kind, "file") &&
+	    strncmp(kind, "shmem:", 6))
 		return 0;
 	for (const char *l = state; *l; ) {
 		/* seq_vma_pages(): the header, "  res ...", "  mlk ..." */

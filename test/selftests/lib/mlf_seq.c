@@ -203,6 +203,7 @@ static int seq_kpageflags_fd(void)
 }
 
 #define SEQ_MAX_PAGES	512
+#define SEQ_MAX_OBJECTS	64
 
 
 static void seq_vma_pages(struct seq_buf *out, unsigned long s,
@@ -277,6 +278,33 @@ static const char *seq_kind(const char *header)
 	return "file";
 }
 
+/*
+ * Which shared anonymous object a "shmem" VMA maps, numbered in the order
+ * the read meets them (@nr of them so far): mremap(MREMAP_DONTUNMAP) leaves
+ * two VMAs over one object, and which pages two VMAs share matters.
+ */
+static unsigned int seq_shmem_object(const char *header, unsigned long *ino,
+				     unsigned int *nr, unsigned int max)
+{
+	const char *p = header;
+	unsigned long inode;
+	unsigned int i;
+
+	for (int f = 0; f < 4; f++) {	/* range, perms, offset, device */
+		while (*p && *p != ' ')
+			p++;
+		while (*p == ' ')
+			p++;
+	}
+	inode = strtoul(p, NULL, 10);
+	for (i = 0; i < *nr; i++)
+		if (ino[i] == inode)
+			return i + 1;
+	if (*nr < max)
+		ino[(*nr)++] = inode;
+	return *nr;
+}
+
 static int seq_vma_header(const char *l, unsigned long *s, unsigned long *e,
 			  char perms[8], unsigned long *off)
 {
@@ -302,6 +330,8 @@ static void seq_window_state_once(struct seq_buf *out, unsigned long lo,
 				  unsigned long hi, char *tmp, size_t tmpcap,
 				  int kpf)
 {
+	unsigned long shmem[SEQ_MAX_OBJECTS];
+	unsigned int nshmem = 0;
 	char *l, *next;
 	int in = 0;
 
@@ -312,6 +342,7 @@ static void seq_window_state_once(struct seq_buf *out, unsigned long lo,
 	for (l = tmp; *l; l = next) {
 		unsigned long s, e, off;
 		char perms[8] = "";
+		const char *kind;
 
 		next = strchr(l, '\n');
 		if (next)
@@ -326,8 +357,15 @@ static void seq_window_state_once(struct seq_buf *out, unsigned long lo,
 			in = s < hi && e > lo;
 			if (!in)
 				continue;
-			sb_printf(out, "%lx-%lx %s %lx %s\n", s - lo, e - lo, perms,
-				  off, seq_kind(l));
+			kind = seq_kind(l);
+			if (!strcmp(kind, "shmem"))
+				sb_printf(out, "%lx-%lx %s %lx shmem:%u\n", s - lo,
+					  e - lo, perms, off,
+					  seq_shmem_object(l, shmem, &nshmem,
+							   SEQ_MAX_OBJECTS));
+			else
+				sb_printf(out, "%lx-%lx %s %lx %s\n", s - lo,
+					  e - lo, perms, off, kind);
 			seq_vma_pages(out, s > lo ? s : lo, e < hi ? e : hi, kpf);
 			continue;
 		}
