@@ -205,7 +205,6 @@ static int seq_kpageflags_fd(void)
 #define SEQ_MAX_PAGES	512
 #define SEQ_MAX_OBJECTS	64
 
-
 static void seq_vma_pages(struct seq_buf *out, unsigned long s,
 			  unsigned long e, int kpf)
 {
@@ -257,18 +256,25 @@ int seq_wanted_field(const char *l)
 	return 0;
 }
 
-/* Each process has its own files: name the kind, not the file. */
-static const char *seq_kind(const char *header)
+/* Field @n (from 0: range, perms, offset, device, inode, path) of a header. */
+static const char *seq_field(const char *header, int n)
 {
 	const char *p = header;
 
-	/* skip range, perms, offset, device and inode */
-	for (int f = 0; f < 5; f++) {
+	for (int f = 0; f < n; f++) {
 		while (*p && *p != ' ')
 			p++;
 		while (*p == ' ')
 			p++;
 	}
+	return p;
+}
+
+/* Each process has its own files: name the kind, not the file. */
+static const char *seq_kind(const char *header)
+{
+	const char *p = seq_field(header, 5);
+
 	if (!*p)
 		return "anon";
 	if (!strncmp(p, "/dev/zero", 9) || !strncmp(p, "/SYSV", 5))
@@ -286,17 +292,9 @@ static const char *seq_kind(const char *header)
 static unsigned int seq_shmem_object(const char *header, unsigned long *ino,
 				     unsigned int *nr, unsigned int max)
 {
-	const char *p = header;
-	unsigned long inode;
+	unsigned long inode = strtoul(seq_field(header, 4), NULL, 10);
 	unsigned int i;
 
-	for (int f = 0; f < 4; f++) {	/* range, perms, offset, device */
-		while (*p && *p != ' ')
-			p++;
-		while (*p == ' ')
-			p++;
-	}
-	inode = strtoul(p, NULL, 10);
 	for (i = 0; i < *nr; i++)
 		if (ino[i] == inode)
 			return i + 1;
