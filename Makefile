@@ -272,7 +272,7 @@ dkms-source:
 	cp include/uapi/linux/mlockfast.h $(DKMS_SRC)/include/uapi/linux/
 
 install: dkms-source install-lib
-	@test -n "$(strip $(DKMS_KERNELS))" || { echo "no kernel of a supported series (6.1, 6.12) is installed" >&2; exit 1; }
+	@test -n "$(strip $(DKMS_KERNELS))" || { echo "no kernel of a supported series (6.1, 6.12, 7.2) is installed" >&2; exit 1; }
 	-dkms remove -m $(PACKAGE) -v $(VERSION) --all >/dev/null 2>&1
 	dkms add -m $(PACKAGE) -v $(VERSION)
 	set -e; for k in $(DKMS_KERNELS); do \

@@ -23,10 +23,11 @@
 
 /*
  * Mode of the unevictable-LRU moves, bits 8..10 of the flags of LOCK, LOCKV
- * and LOCKALL (0 picks the module's default_mode parameter):
+ * and LOCKALL (UNLOCK and UNLOCKV take 0 or a mode; 0 picks the module's
+ * default_mode parameter):
  *   EAGER     moves applied before the ioctl returns: the syscall's end state;
- *   DEFERRED  moves queued per CPU and applied later; an unlock that comes
- *             first cancels them;
+ *   DEFERRED  the moves of private anonymous pages recorded per process and
+ *             applied defer_ms later; an unlock that comes first cancels them;
  *   RECLAIM   no move at all: reclaim culls the pages when it meets them;
  *   LEGACY    for measurement only: a drain queued and waited for on every
  *             online CPU, then the stock system call (pre-4.15 mlock).
