@@ -192,13 +192,13 @@ static __always_inline unsigned long mlf_ftrace_arg0(struct ftrace_regs *fregs)
 
 /*
  * What the module cannot do without: kallsyms_lookup_name is found through
- * a kprobe, the stale-move notifier is an mmu notifier.  dkms.conf's
+ * a kprobe, forks and exits are heard through tracepoints.  dkms.conf's
  * BUILD_EXCLUSIVE_CONFIG declines such a kernel before this is reached.
  */
 #if !defined(CONFIG_KPROBES) || !defined(CONFIG_KALLSYMS) || \
-	!defined(CONFIG_MMU_NOTIFIER) || !defined(CONFIG_X86_64) || \
+	!defined(CONFIG_TRACEPOINTS) || !defined(CONFIG_X86_64) || \
 	!defined(CONFIG_SMP)
-#error "mlockfast needs X86_64, SMP, KPROBES, KALLSYMS and MMU_NOTIFIER"
+#error "mlockfast needs X86_64, SMP, KPROBES, KALLSYMS and TRACEPOINTS"
 #endif
 
 /*

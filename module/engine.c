@@ -187,18 +187,15 @@ static __always_inline void mlf_ctx_unlocker(struct mlf_ctx *c)
 static __always_inline void mlf_ctx_owner(struct mlf_ctx *c)
 {
 	mlf_ctx_set_owner(c);
-	/*
-	 * No notifier would pay a move left owing when the mm forks: make
-	 * them all now.
-	 */
+	/* No state would pay a move owed when the mm forks: make all now. */
 	if (!c->owner) {
 		c->mode = MLF_EAGER;
 		return;
 	}
 	c->owner->locked_at = jiffies;
 	/* Reclaim mode leaves moves owing; a fork pays them (mm.c). */
-	if (c->mode == MLF_RECLAIM && !mlf_mm_watch_all(c->owner))
-		c->mode = MLF_EAGER;
+	if (c->mode == MLF_RECLAIM && !c->owner->unmoved)
+		WRITE_ONCE(c->owner->unmoved, true);
 	/* Its moves would be paid later, by a second walk: pay them now. */
 	if (c->mode == MLF_DEFERRED && unlikely(READ_ONCE(c->owner->held_long)))
 		c->mode = MLF_EAGER;
@@ -383,8 +380,8 @@ static __always_inline void mlf_lock_one(struct mlf_ctx *c, struct folio *folio,
 	mlf_acct(c, folio);
 	/*
 	 * A small anon folio mapped once can be locked by no VMA but this
-	 * one until the mm forks, and the owner's notifier pays its move
-	 * then (mm.c): reclaim mode leaves the move to reclaim, deferred mode
+	 * one until the mm forks, and the child pays its move before it
+	 * runs (mm.c): reclaim mode leaves the move to reclaim, deferred mode
 	 * to the owner's work, which walks the run again (mlf_pay_run()).
 	 * Either way the page costs nothing more now, nor when it is unlocked.
 	 */

@@ -5,7 +5,6 @@
 
 #include <linux/percpu.h>
 #include <linux/mm_types.h>
-#include <linux/mmu_notifier.h>
 #include <linux/pgtable.h>
 #include <linux/refcount.h>
 #include <linux/workqueue.h>
@@ -58,7 +57,7 @@ int mlf_lockv(struct mlf_file *file, enum mlf_mode mode,
 	      const struct mlockfast_iovec __user *iov, unsigned int count,
 	      unsigned int flags, bool lock, unsigned int *done);
 
-/* mm.c: per-mm state, whose runs hold the moves owed, paid at a fork. */
+/* mm.c: per-mm state, whose runs hold the moves owed, paid by a fork. */
 struct mlf_file {
 	struct mlf_mm *mm;	/* the first mm with state to use this file */
 	/*
@@ -78,7 +77,7 @@ struct mlf_run {
  * the same 1G skips the descent from the pgd.  A call's own; and the mm's,
  * for the next call, only where the mmap_lock's write holds are counted
  * (MLF_HAVE_MM_LOCK_SEQ): a pmd table is freed only under a write hold
- * (munmap, mremap, exit), and no notifier of ours hears it.
+ * (munmap, mremap, exit), which nothing of ours hears.
  */
 struct mlf_pt_cache {
 	unsigned long base;	/* the PUD_SIZE-aligned range it maps */
@@ -93,34 +92,21 @@ struct mlf_pt_cache {
  * the rest.
  */
 struct mlf_mm {
-	/*
-	 * Two interval notifiers.  @mn, for the mm's life, over the top page
-	 * of the address space, which no mapping can have: it hears the exit
-	 * (every interval notifier does) and nothing else.  @watch, only
-	 * while moves are owed, over them (watch_start to watch_end, 0 to 0:
-	 * none live), to hear a fork; so the mm's other VM calls and faults
-	 * reach no callback of ours.  @watching: @watch is inserted, if
-	 * maybe not yet live, and must be removed.
-	 */
-	struct mmu_interval_notifier mn;
-	struct mmu_interval_notifier watch;
-	unsigned long watch_start, watch_end;
-	bool watching;
 	struct mm_struct *mm;	/* mmgrab()bed until @m is freed */
-	refcount_t ref;		/* the notifier's, and each caching file's */
+	/* the hash's, each caching file's, each forked child's not yet run */
+	refcount_t ref;
 	unsigned long state;
-	struct hlist_node node;	/* in mlf_mms until its notifier goes */
+	struct hlist_node node;	/* in mlf_mms until retired */
 	struct list_head unload;	/* on the unload's list */
-	spinlock_t lock;	/* orders queueing the work against DEAD */
-	struct delayed_work work;	/* pays the runs */
-	struct work_struct retire;	/* removes the notifier after exit */
+	raw_spinlock_t lock;	/* orders queueing the work against DEAD */
+	struct delayed_work work;	/* pays the runs, or all after a fork */
+	struct work_struct retire;	/* unhashes it after exit */
 	struct rcu_head rcu;
 	/*
 	 * Runs of locked private anon pages whose moves are owed.  The
 	 * mmap_lock guards them: the ioctls change them holding it for
 	 * writing, the work (never run twice at once) holding it for reading.
-	 * The watch fields above likewise.  The caches below are the ioctls'
-	 * alone (held for writing).
+	 * The caches below are the ioctls' alone (held for writing).
 	 */
 	unsigned int nr_runs;
 	struct mlf_run runs[MLF_MM_RUNS];
@@ -144,8 +130,7 @@ struct mlf_mm {
 	unsigned long locked_at;
 	/*
 	 * A reclaim-mode lock left moves owing that no run records: a fork
-	 * pays those of the VMAs it copies (mm.c), which @watch then covers
-	 * all of.
+	 * pays them (mm.c).
 	 */
 	bool unmoved;
 };
@@ -156,12 +141,11 @@ unsigned long mlf_mm_tracked(void);
 int mlf_mm_init(void);
 void mlf_mm_exit(void);
 void mlf_mm_merge_run(struct mlf_mm *m, unsigned long start, unsigned long end);
-bool mlf_mm_watch_all(struct mlf_mm *m);
 void mlf_mm_cut(struct mlf_mm *m, unsigned long start, unsigned long end);
 void mlf_mm_pay_all(void);
 /*
  * engine.c: the moves a run owes, for what is still locked there; also
- * those a reclaim-mode lock left, in a range a fork copies.
+ * those a reclaim-mode lock or an mremap() left, for a fork.
  */
 void mlf_pay_run(struct mm_struct *mm, unsigned long start, unsigned long end);
 /* engine.c: every CPU's kernel LRU and mlock batches, for DRAIN. */
@@ -170,9 +154,9 @@ int mlf_drain_kernel_batches(void);
 /*
  * current->mm's state, for the runs a lock leaves owing and its caches, or
  * NULL: the caller then makes its moves before it returns.  NULL when it
- * cannot be had (no memory, a signal during registration), for an unlock
- * when the mm has none (it then owes nothing), and for an mm's first lock
- * (mlf_mm_lookup()).  Call with mmap_lock held for writing.
+ * cannot be had (no memory), for an unlock when the mm has none (it then
+ * owes nothing), and for an mm's first lock (mlf_mm_lookup()).  Call with
+ * mmap_lock held for writing.
  */
 static inline struct mlf_mm *mlf_mm_current(struct mlf_file *file,
 					    bool create)
@@ -193,8 +177,7 @@ static inline void mlf_mm_add_run(struct mlf_mm *m, unsigned long start,
 				  unsigned long end)
 {
 	mlf_count(moves_queued, (end - start) >> PAGE_SHIFT);
-	if (likely(!m->nr_runs && delayed_work_pending(&m->work) &&
-		   start >= m->watch_start && end <= m->watch_end)) {
+	if (likely(!m->nr_runs && delayed_work_pending(&m->work))) {
 		m->runs[0] = (struct mlf_run){ start, end };
 		m->nr_runs = 1;
 		return;

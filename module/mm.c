@@ -6,27 +6,30 @@
  * defer_ms, moves what is still locked (mlf_pay_run()).
  *
  * A move may be left owing only while no lock but the owner's can reach the
- * page: the page is mapped once.  A notifier over the owed ranges (the
- * watch) hears when that ends, as fork() write-protects the pages it is
- * about to share, and pays the moves then, before the child can lock or
- * unlock them.  An unmap or replacement there needs nothing: the pay walk
- * finds other pages, or none, where a run was.  Once nothing is owed, the
- * work removes the watch, and the mm's VM calls reach no code of ours.
+ * page: the page is mapped once.  A fork ends that.  The sched_process_fork
+ * tracepoint hears it before the child first runs, and gives the child a
+ * task work that pays every move its parent owes (the whole mm's locked
+ * VMAs: runs are addresses, and an mremap() may have moved their pages)
+ * before it returns to user mode, where it could lock or unlock them.
+ * An unmap or replacement needs nothing: the pay walk finds other pages, or
+ * none, where a run was.  No mmu notifier: the kernel keeps one's
+ * bookkeeping until the mm exits, and every VM call of the mm would look
+ * at it.
  *
- * Lifetime: a second notifier, over a page no mapping can have, hears the
- * exit.  It lives as long as its mm (one reference, dropped from our
- * workqueue after the mm exits, or at unload) and each file that caches the
- * state holds one more, so that a cached pointer is never stale.  At exit
- * the process waits for no grace period and no work of ours.
+ * Lifetime: the exit_mmap tracepoint hears the mm go.  A state holds the
+ * mm_struct (mmgrab(), not its pages), and each file that caches it holds
+ * one more reference, so that a cached pointer is never stale.  At exit the
+ * process waits for no grace period and no work of ours.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/hashtable.h>
-#include <linux/mmu_notifier.h>
 #include <linux/rcupdate.h>
 #include <linux/refcount.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
+#include <linux/task_work.h>
+#include <linux/tracepoint.h>
 #include <linux/spinlock.h>
 #include <linux/workqueue.h>
 #include "compat.h"
@@ -35,17 +38,11 @@
 
 enum {
 	MLF_MM_DEAD,		/* the mm has exited: its work may not be queued */
-	MLF_MM_GONE,		/* its notifier is removed, or being removed */
+	MLF_MM_GONE,		/* unhashed, or being unhashed */
+	MLF_MM_FORKED,		/* a child waits for the work to pay everything */
 };
 
-/*
- * Where the lifetime notifier sits: the top page of the address space,
- * which no process's mapping can reach whatever the paging mode, so only
- * the events over all of an mm reach it: the exit's, and clear_refs'.
- */
-#define MLF_MN_START	(-PAGE_SIZE)
-
-/* Every mm with a notifier of ours, keyed by the mm; looked up under RCU. */
+/* Every mm with state, keyed by the mm; looked up under RCU. */
 static DEFINE_HASHTABLE(mlf_mms, 8);
 static DEFINE_SPINLOCK(mlf_mms_lock);	/* guards changes to mlf_mms */
 static struct workqueue_struct *mlf_wq;
@@ -61,115 +58,60 @@ static void mlf_mm_pay(struct mlf_mm *m)
 		mlf_pay_run(m->mm, m->runs[i].start, m->runs[i].end);
 }
 
-static const struct mmu_interval_notifier_ops mlf_watch_ops;
-
 /*
- * Remove the watch; mmap_lock held.  Sleeps while an invalidation of the mm
- * is under way: our callbacks never wait for the mmap_lock, nor for us.
- */
-static void mlf_mm_unwatch(struct mlf_mm *m)
-{
-	m->watch_start = 0;
-	m->watch_end = 0;
-	if (m->watching) {
-		m->watching = false;
-		mmu_interval_notifier_remove(&m->watch);
-	}
-}
-
-/*
- * Watch [start, end) instead; mmap_lock held for writing, so that no fork
- * runs meanwhile.  False if the watch is not live when this returns (the
- * kernel inserts one only after the invalidations under way end, and a
- * fork could start before): the runs are then paid, and the caller must
- * owe nothing.
- */
-static bool mlf_mm_watch_range(struct mlf_mm *m, unsigned long start,
-			       unsigned long end)
-{
-	mlf_mm_unwatch(m);
-	if (!mmu_interval_notifier_insert_locked(&m->watch, m->mm, start,
-						 end - start, &mlf_watch_ops)) {
-		m->watching = true;
-		if (!RB_EMPTY_NODE(&m->watch.interval_tree.rb)) {
-			m->watch_start = start;
-			m->watch_end = end;
-			return true;
-		}
-	}
-	mlf_mm_pay(m);
-	return false;
-}
-
-/*
- * A reclaim-mode lock: its moves are owed wherever it locks, and a fork pays
- * them VMA by VMA: watch all of the mm, for good.  False: it must not owe.
- */
-bool mlf_mm_watch_all(struct mlf_mm *m)
-{
-	if (m->unmoved)
-		return true;
-	if (!mlf_mm_watch_range(m, 0, ULONG_MAX))
-		return false;
-	WRITE_ONCE(m->unmoved, true);
-	return true;
-}
-
-/*
- * The release does not wait for this work: the watch's removal here may
- * wait for the exit's invalidations to end.  A pay under way then walks
- * beside the exit's unmap, both holding the mmap_lock for reading, as a
- * fault would; the retire waits for it.  No mm_users reference is taken:
- * the last mmput() would fall to us, and the exiting process's memory,
- * Mlocked included, would outlive it for a while.
+ * No mm_users reference is taken: the last mmput() would fall to us, and
+ * the exiting process's memory, Mlocked included, would outlive it for a
+ * while.  A pay under way when the mm exits walks beside the exit's unmap,
+ * both holding the mmap_lock for reading, as a fault would.
+ *
+ * After a fork (MLF_MM_FORKED), everything owed is paid: the runs, what a
+ * reclaim-mode lock left, and the pages an mremap() took away from a run,
+ * all found by walking every locked VMA.  Only the timed work counts as
+ * locks that outlived defer_ms.
  */
 static void mlf_mm_work(struct work_struct *work)
 {
 	struct mlf_mm *m = container_of(to_delayed_work(work), struct mlf_mm,
 					work);
+	bool forked = test_and_clear_bit(MLF_MM_FORKED, &m->state);
 	struct mm_struct *mm = m->mm;
 
 	/* An mm on its way out unmaps everything: nothing to pay. */
 	if (!atomic_read(&mm->mm_users))
 		return;
 	mmap_read_lock(mm);
-	if (m->nr_runs)
-		WRITE_ONCE(m->held_long, true);
-	mlf_mm_pay(m);
-	if (!m->unmoved)
-		mlf_mm_unwatch(m);
+	if (forked) {
+		m->nr_runs = 0;
+		WRITE_ONCE(m->unmoved, false);
+		mlf_pay_run(mm, 0, ULONG_MAX);
+	} else {
+		if (m->nr_runs)
+			WRITE_ONCE(m->held_long, true);
+		mlf_mm_pay(m);
+	}
 	mmap_read_unlock(mm);
 }
 
+/* Also from the tracepoints: a raw lock, on PREEMPT_RT too. */
 static void mlf_mm_queue(struct mlf_mm *m, unsigned long delay)
 {
-	spin_lock(&m->lock);
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&m->lock, flags);
 	if (!test_bit(MLF_MM_DEAD, &m->state))
 		mod_delayed_work(mlf_wq, &m->work, delay);
-	spin_unlock(&m->lock);
+	raw_spin_unlock_irqrestore(&m->lock, flags);
 }
 
 /*
- * mlf_mm_add_run() beyond its common case: the watch grows to the runs'
- * span, or if it cannot, all are paid now; runs that touch merge; with no
+ * mlf_mm_add_run() beyond its common case: runs that touch merge; with no
  * room left, all are paid at once.
  */
 void mlf_mm_merge_run(struct mlf_mm *m, unsigned long start, unsigned long end)
 {
-	unsigned long lo = start, hi = end;
 	struct mlf_run *r;
 	unsigned int i;
 
-	if (start < m->watch_start || end > m->watch_end) {
-		for (i = 0; i < m->nr_runs; i++) {
-			lo = min(lo, m->runs[i].start);
-			hi = max(hi, m->runs[i].end);
-		}
-		if (!mlf_mm_watch_range(m, lo, hi)) {
-			mlf_pay_run(m->mm, start, end);
-			return;
-		}
-	}
 	for (i = 0; i < m->nr_runs; i++) {
 		r = &m->runs[i];
 		if (start <= r->end && end >= r->start) {
@@ -224,46 +166,6 @@ void mlf_mm_cut(struct mlf_mm *m, unsigned long start, unsigned long end)
 	mlf_count(moves_cancelled, cut >> PAGE_SHIFT);
 }
 
-/* DRAIN: every mm's runs paid now.  Sleeps; hold no mmap_lock. */
-void mlf_mm_pay_all(void)
-{
-	struct mlf_mm *m;
-	int bkt;
-
-	spin_lock(&mlf_mms_lock);
-	hash_for_each(mlf_mms, bkt, m, node)
-		if (READ_ONCE(m->nr_runs))
-			mlf_mm_queue(m, 0);
-	spin_unlock(&mlf_mms_lock);
-	flush_workqueue(mlf_wq);
-}
-
-/*
- * fork() is about to share the mm's anonymous pages in [start, end) with
- * the child (copy_page_range() write-protects them first).  The child's
- * mlock(2) of one would count its own lock, and a munlock(2) of it would
- * then take the page for unlocked while ours still holds: every move owed
- * there is paid now, the runs' (all of them: a fork copies every VMA) and
- * those a reclaim-mode lock left.  The forking task holds the mmap_lock
- * for writing, as a pay needs it held.
- */
-static bool mlf_event_is_fork(struct mlf_mm *m,
-			      const struct mmu_notifier_range *r)
-{
-	return r->event == MMU_NOTIFY_PROTECTION_PAGE &&
-	       (m->nr_runs || READ_ONCE(m->unmoved)) &&
-	       mmu_notifier_range_blockable(r) && current->mm == m->mm &&
-	       mlf_mmap_write_held_by_current(m->mm);
-}
-
-static void mlf_mm_pay_for_fork(struct mlf_mm *m, unsigned long start,
-				unsigned long end)
-{
-	mlf_mm_pay(m);
-	if (READ_ONCE(m->unmoved))
-		mlf_pay_run(m->mm, start, end);
-}
-
 static void mlf_mm_put(struct mlf_mm *m)
 {
 	if (refcount_dec_and_test(&m->ref)) {
@@ -276,24 +178,22 @@ static void mlf_mm_put(struct mlf_mm *m)
 /* No work may be queued for @m from now on. */
 static void mlf_mm_kill(struct mlf_mm *m)
 {
-	spin_lock(&m->lock);
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&m->lock, flags);
 	set_bit(MLF_MM_DEAD, &m->state);
-	spin_unlock(&m->lock);
+	raw_spin_unlock_irqrestore(&m->lock, flags);
 }
 
 /*
- * Remove the notifiers, once, and drop the reference that they stood for.
- * Sleeps while a callback of them or the work runs: never call from one.
- * The mm has exited, or no file is open: no call changes the watch.
+ * Unhash @m, once, and drop the reference the hash stood for.  Sleeps
+ * while the work runs: never call from it.
  */
 static void mlf_mm_retire(struct mlf_mm *m)
 {
 	if (test_and_set_bit(MLF_MM_GONE, &m->state))
 		return;
 	cancel_delayed_work_sync(&m->work);
-	if (m->watching)
-		mmu_interval_notifier_remove(&m->watch);
-	mmu_interval_notifier_remove(&m->mn);
 	spin_lock(&mlf_mms_lock);
 	hash_del_rcu(&m->node);
 	spin_unlock(&mlf_mms_lock);
@@ -308,84 +208,56 @@ static void mlf_mm_retire_work(struct work_struct *work)
 	mlf_mm_put(m);
 }
 
-/*
- * The mm is exiting: its mappings are going away, and so are our moves.  The
- * notifiers are removed later, from our workqueue, since a callback cannot
- * remove itself; the exit waits for nothing of ours.
- */
-static bool mlf_mm_invalidate(struct mmu_interval_notifier *mn,
-			      const struct mmu_notifier_range *r,
-			      unsigned long cur_seq)
+/* @m's mm is gone: retire it from our workqueue, once.  Any context. */
+static void mlf_mm_gone(struct mlf_mm *m)
 {
-	struct mlf_mm *m = container_of(mn, struct mlf_mm, mn);
+	unsigned long flags;
+	bool first;
 
-	/* Only the exit (mn_itree_release()) sends RELEASE. */
-	if (r->event == MMU_NOTIFY_RELEASE) {
-		mlf_mm_kill(m);
-		refcount_inc(&m->ref);
+	raw_spin_lock_irqsave(&m->lock, flags);
+	first = !test_and_set_bit(MLF_MM_DEAD, &m->state);
+	raw_spin_unlock_irqrestore(&m->lock, flags);
+	/* (the hash's reference stands until a retire) */
+	if (first && refcount_inc_not_zero(&m->ref))
 		queue_work(mlf_wq, &m->retire);
-	}
-	return true;
 }
-
-static const struct mmu_interval_notifier_ops mlf_mm_ops = {
-	.invalidate = mlf_mm_invalidate,
-};
-
-static bool mlf_watch_invalidate(struct mmu_interval_notifier *mn,
-				 const struct mmu_notifier_range *r,
-				 unsigned long cur_seq)
-{
-	struct mlf_mm *m = container_of(mn, struct mlf_mm, watch);
-
-	if (mlf_event_is_fork(m, r))
-		mlf_mm_pay_for_fork(m, r->start, r->end);
-	return true;
-}
-
-static const struct mmu_interval_notifier_ops mlf_watch_ops = {
-	.invalidate = mlf_watch_invalidate,
-};
 
 /*
- * State for @mm, with its lifetime notifier; mmap_lock held for writing.  An
- * interval notifier rather than a plain one: at exit the kernel
- * waits for an SRCU grace period (mn_hlist_release()) if the mm has any plain
- * notifier, which every process that used us would pay, and none for
- * interval notifiers.  @m holds the mm_struct (not its pages) until freed, so
- * that no other mm can take its address while a file's cache points at @m.
+ * Retire the state of every mm that has exited unheard: 6.1's exit_mmap()
+ * returns before its tracepoint when the mm has no mapping left.  At a
+ * state's creation and at DRAIN, so that such states do not pile up.
  */
-static struct mlf_mm *mlf_mm_create(struct mm_struct *mm)
+static void mlf_mm_sweep(void)
 {
-	struct mlf_mm *m = kzalloc(sizeof(*m), GFP_KERNEL);
+	struct mlf_mm *m;
+	int bkt;
 
-	if (!m)
-		return NULL;
-	refcount_set(&m->ref, 1);	/* the notifier's, until it goes */
-	mmgrab(mm);
-	m->mm = mm;
-	m->zone_id = -1;
-	spin_lock_init(&m->lock);
-	INIT_DELAYED_WORK(&m->work, mlf_mm_work);
-	INIT_WORK(&m->retire, mlf_mm_retire_work);
-	atomic_long_inc(&mlf_mm_count);
-	if (mmu_interval_notifier_insert_locked(&m->mn, mm, MLF_MN_START,
-						PAGE_SIZE, &mlf_mm_ops)) {
-		set_bit(MLF_MM_GONE, &m->state);
-		mlf_mm_put(m);
-		return NULL;
-	}
+	rcu_read_lock();
+	hash_for_each_rcu(mlf_mms, bkt, m, node)
+		if (!atomic_read(&m->mm->mm_users))
+			mlf_mm_gone(m);
+	rcu_read_unlock();
+}
+
+/* DRAIN: every mm's runs paid now.  Sleeps; hold no mmap_lock. */
+void mlf_mm_pay_all(void)
+{
+	struct mlf_mm *m;
+	int bkt;
+
+	mlf_mm_sweep();
 	spin_lock(&mlf_mms_lock);
-	hash_add_rcu(mlf_mms, &m->node, (unsigned long)mm);
+	hash_for_each(mlf_mms, bkt, m, node)
+		if (READ_ONCE(m->nr_runs))
+			mlf_mm_queue(m, 0);
 	spin_unlock(&mlf_mms_lock);
-	return m;
+	flush_workqueue(mlf_wq);
 }
 
 /*
- * @mm's state, or NULL; @mm is current's, with its mmap_lock held for
- * writing, so that no other task adds it meanwhile, and the mm cannot exit
- * (we hold mm_users) nor its state go.  Under RCU, not the lock: a forked
- * child calling through its parent's descriptor looks up on every call.
+ * @mm's state, or NULL.  Under RCU, not the lock: a forked child calling
+ * through its parent's descriptor looks up on every call, and the
+ * tracepoints look up at every fork and exit.
  */
 static struct mlf_mm *mlf_mm_find(struct mm_struct *mm)
 {
@@ -400,12 +272,156 @@ static struct mlf_mm *mlf_mm_find(struct mm_struct *mm)
 }
 
 /*
- * mlf_mm_current() when the file's cache does not hold current->mm's.  An
- * mm's first lock makes no state and runs eager: the mm's first notifier
- * costs more than a small lock (mm_take_all_locks() takes every anon_vma and
- * file mapping lock of the mm), and a process that locks once, as a secure
- * memory pool does, has no use for it.  Its next lock through the same file
- * makes it.
+ * The task works that make a forked child pay its parent's moves, taken
+ * from a pool: the fork probe runs with preemption off and may not
+ * allocate (PREEMPT_RT).  Only a fork of an mm that owes takes one, and
+ * the child gives it back within its first return to user mode.
+ */
+struct mlf_fork_pay {
+	struct callback_head cb;
+	struct mlf_mm *m;
+	struct mlf_fork_pay *next;	/* on the free list */
+};
+
+#define MLF_FORK_PAYS	128
+static struct mlf_fork_pay mlf_fork_pays[MLF_FORK_PAYS];
+static struct mlf_fork_pay *mlf_fork_free;
+static DEFINE_RAW_SPINLOCK(mlf_fork_lock);	/* guards mlf_fork_free */
+static atomic_t mlf_fork_inflight;	/* taken, for unload to wait on */
+static bool mlf_fork_used;	/* a child was given one since load */
+static struct tracepoint *mlf_fork_tp, *mlf_exit_tp;
+
+static struct mlf_fork_pay *mlf_fork_pay_get(void)
+{
+	struct mlf_fork_pay *f;
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&mlf_fork_lock, flags);
+	f = mlf_fork_free;
+	if (f) {
+		mlf_fork_free = f->next;
+		atomic_inc(&mlf_fork_inflight);
+	}
+	raw_spin_unlock_irqrestore(&mlf_fork_lock, flags);
+	return f;
+}
+
+static void mlf_fork_pay_give(struct mlf_fork_pay *f)
+{
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&mlf_fork_lock, flags);
+	f->next = mlf_fork_free;
+	mlf_fork_free = f;
+	raw_spin_unlock_irqrestore(&mlf_fork_lock, flags);
+	if (atomic_dec_and_test(&mlf_fork_inflight))
+		wake_up_var(&mlf_fork_inflight);
+}
+
+/*
+ * In the child, before its first instruction in user mode (or in its exit,
+ * if killed first): wait until the parent's work has paid everything.
+ */
+static void mlf_fork_paid(struct callback_head *cb)
+{
+	struct mlf_fork_pay *f = container_of(cb, struct mlf_fork_pay, cb);
+	struct mlf_mm *m = f->m;
+
+	mlf_mm_queue(m, 0);
+	flush_delayed_work(&m->work);
+	mlf_mm_put(m);
+	mlf_fork_pay_give(f);
+}
+
+/*
+ * sched_process_fork, in the parent, before the child can run: a child
+ * with a copy of an mm that owes moves pays them before it runs.  Its
+ * mlock(2) of a page still owed would count its own lock alone, and its
+ * munlock(2) would then take the page for unlocked while the parent's lock
+ * still holds.  With no task work to spare (MLF_FORK_PAYS children of
+ * owing parents not yet run), the work is queued now instead.
+ */
+static void notrace mlf_mm_fork(void *data, struct task_struct *parent,
+				struct task_struct *child)
+{
+	struct mm_struct *mm = parent->mm;
+	struct mlf_fork_pay *f;
+	struct mlf_mm *m;
+
+	if (!mm || !child->mm || child->mm == mm)
+		return;
+	rcu_read_lock();
+	m = mlf_mm_find(mm);
+	if (!m || !(READ_ONCE(m->nr_runs) || READ_ONCE(m->unmoved)))
+		goto out;
+	set_bit(MLF_MM_FORKED, &m->state);
+	f = mlf_fork_pay_get();
+	if (f && refcount_inc_not_zero(&m->ref)) {
+		f->m = m;
+		init_task_work(&f->cb, mlf_fork_paid);
+		if (!task_work_add(child, &f->cb, TWA_RESUME)) {
+			WRITE_ONCE(mlf_fork_used, true);
+			goto out;
+		}
+		/*
+		 * Not reached (only a task past its exit refuses a work), and
+		 * not the last reference: a live mm's state is retired only at
+		 * unload, which takes this probe out first.
+		 */
+		refcount_dec(&m->ref);
+	}
+	if (f)
+		mlf_fork_pay_give(f);
+	mlf_mm_queue(m, 0);
+out:
+	rcu_read_unlock();
+}
+
+/* exit_mmap, its last step: the mm's state goes. */
+static void notrace mlf_mm_exit_mmap(void *data, struct mm_struct *mm)
+{
+	struct mlf_mm *m;
+
+	rcu_read_lock();
+	m = mlf_mm_find(mm);
+	if (m)
+		mlf_mm_gone(m);
+	rcu_read_unlock();
+}
+
+/*
+ * State for @mm; mmap_lock held for writing.  @m holds the mm_struct (not
+ * its pages) until freed, so that no other mm can take its address while a
+ * file's cache points at @m.
+ */
+static struct mlf_mm *mlf_mm_create(struct mm_struct *mm)
+{
+	struct mlf_mm *m = kzalloc(sizeof(*m), GFP_KERNEL);
+
+	if (!m)
+		return NULL;
+	mlf_mm_sweep();
+	refcount_set(&m->ref, 1);	/* the hash's, until retired */
+	mmgrab(mm);
+	m->mm = mm;
+	m->zone_id = -1;
+	raw_spin_lock_init(&m->lock);
+	INIT_DELAYED_WORK(&m->work, mlf_mm_work);
+	INIT_WORK(&m->retire, mlf_mm_retire_work);
+	atomic_long_inc(&mlf_mm_count);
+	spin_lock(&mlf_mms_lock);
+	hash_add_rcu(mlf_mms, &m->node, (unsigned long)mm);
+	spin_unlock(&mlf_mms_lock);
+	return m;
+}
+
+/*
+ * mlf_mm_current() when the file's cache does not hold current->mm's; the
+ * mmap_lock held for writing, so that no other task adds it meanwhile, and
+ * the mm cannot exit (we hold mm_users) nor its state go.  An mm's first
+ * lock makes no state and runs eager: a process that locks once, as a
+ * secure memory pool does, has no use for it.  Its next lock through the
+ * same file makes it.
  */
 struct mlf_mm *mlf_mm_lookup(struct mlf_file *file, bool create)
 {
@@ -445,15 +461,54 @@ unsigned long mlf_mm_tracked(void)
 	return atomic_long_read(&mlf_mm_count);
 }
 
+static void mlf_mm_probes_off(void)
+{
+	if (mlf_fork_tp)
+		tracepoint_probe_unregister(mlf_fork_tp, mlf_mm_fork, NULL);
+	if (mlf_exit_tp)
+		tracepoint_probe_unregister(mlf_exit_tp, mlf_mm_exit_mmap, NULL);
+	mlf_fork_tp = NULL;
+	mlf_exit_tp = NULL;
+	tracepoint_synchronize_unregister();
+}
+
 int mlf_mm_init(void)
 {
+	struct tracepoint *fork_tp, *exit_tp;
+	int i, ret;
+
+	for (i = 0; i < MLF_FORK_PAYS; i++) {
+		mlf_fork_pays[i].next = mlf_fork_free;
+		mlf_fork_free = &mlf_fork_pays[i];
+	}
 	mlf_wq = alloc_workqueue("mlockfast", WQ_UNBOUND, 0);
-	return mlf_wq ? 0 : -ENOMEM;
+	if (!mlf_wq)
+		return -ENOMEM;
+	fork_tp = mlf_compat_tracepoint("sched_process_fork");
+	exit_tp = mlf_compat_tracepoint("exit_mmap");
+	ret = fork_tp && exit_tp ? 0 : -ENOENT;
+	if (!ret)
+		ret = tracepoint_probe_register(fork_tp, mlf_mm_fork, NULL);
+	if (!ret) {
+		mlf_fork_tp = fork_tp;
+		ret = tracepoint_probe_register(exit_tp, mlf_mm_exit_mmap,
+						NULL);
+	}
+	if (!ret) {
+		mlf_exit_tp = exit_tp;
+		return 0;
+	}
+	pr_err("cannot hear forks and exits (sched_process_fork, exit_mmap): %d\n",
+	       ret);
+	mlf_mm_probes_off();
+	destroy_workqueue(mlf_wq);
+	return ret;
 }
 
 /*
- * Unload, with no file open: the runs are paid, then every notifier goes,
- * and nothing of ours may run after this.
+ * Unload, with no file open: the probes go, the children given a task work
+ * have run it (and left our code: RCU tasks), the runs are paid, then every
+ * state goes, and nothing of ours may run after this.
  */
 void mlf_mm_exit(void)
 {
@@ -461,6 +516,10 @@ void mlf_mm_exit(void)
 	LIST_HEAD(all);
 	int bkt;
 
+	mlf_mm_probes_off();
+	wait_var_event(&mlf_fork_inflight, !atomic_read(&mlf_fork_inflight));
+	if (READ_ONCE(mlf_fork_used))
+		synchronize_rcu_tasks();
 	mlf_mm_pay_all();
 	spin_lock(&mlf_mms_lock);
 	hash_for_each(mlf_mms, bkt, m, node) {
@@ -470,7 +529,6 @@ void mlf_mm_exit(void)
 	spin_unlock(&mlf_mms_lock);
 	list_for_each_entry_safe(m, next, &all, unload) {
 		mlf_mm_kill(m);
-		/* Waits for a release that is running: its retire is queued. */
 		mlf_mm_retire(m);
 		mlf_mm_put(m);
 	}

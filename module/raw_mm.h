@@ -233,22 +233,4 @@ static __always_inline unsigned int mlf_mm_write_seq(const struct mm_struct *mm)
 }
 #endif
 
-/*
- * Does current hold @mm's mmap_lock for writing?  A notifier callback is
- * told no lock, and some callers of the same event hold none.
- */
-static inline bool mlf_mmap_write_held_by_current(struct mm_struct *mm)
-{
-#ifdef CONFIG_PREEMPT_RT
-	unsigned long owner =
-		(unsigned long)READ_ONCE(mm->mmap_lock.rwbase.rtmutex.owner);
-
-	return (owner & ~1UL) == (unsigned long)current;
-#else
-	unsigned long owner = atomic_long_read(&mm->mmap_lock.owner);
-
-	return !(owner & 1) && (owner & ~3UL) == (unsigned long)current;
-#endif
-}
-
 #endif /* MLOCKFAST_RAW_MM_H */

@@ -913,7 +913,7 @@ static long srcu_calls_over_exits(int n, int dev)
  * A process that used the device exits without waiting for an SRCU grace
  * period: the kernel waits for one at exit only for an mm with a plain mmu
  * notifier (mn_hlist_release()), ~14 ms each under TCG, and the module's
- * per-process state uses an interval notifier.  Counted with a kprobe on
+ * per-process state has no notifier.  Counted with a kprobe on
  * synchronize_srcu() over children that each make their state, leave a move
  * queued, and exit, against as many children that exit having done
  * nothing: other callers of it in the guest are rare, but they are counted
@@ -1525,12 +1525,11 @@ static char *anon_near(char *hint, size_t pages)
 }
 
 /*
- * The notifier that pays owed moves at a fork watches only where moves are
- * owed, and follows them: after a run cancelled in a mapping that is then
- * unmapped (what the notifier watched is gone), runs in mappings gigabytes
+ * A fork pays every owed move, wherever the runs went: after a run
+ * cancelled in a mapping that is then unmapped, runs in mappings gigabytes
  * above and below it are paid before a forked child locks and unlocks the
- * same pages.  A run the notifier missed would be taken for unlocked by
- * the child's munlock(2), and the parent's lock left uncounted.
+ * same pages.  A run the fork missed would be taken for unlocked by the
+ * child's munlock(2), and the parent's lock left uncounted.
  */
 TEST_F(api, fork_pays_owed_moves_wherever_the_runs_go)
 {
@@ -1570,6 +1569,47 @@ TEST_F(api, fork_pays_owed_moves_wherever_the_runs_go)
 	EXPECT_EQ(self->unevictable, meminfo_kb("Unevictable"));
 	munmap(up, 16 * PAGE);
 	munmap(down, 16 * PAGE);
+}
+
+/*
+ * Runs are addresses, and mremap() moves pages away from them: a fork
+ * still pays the moves of the pages it took, before the child locks and
+ * unlocks them, or the child's munlock(2) would leave the parent's lock
+ * uncounted, as above.
+ */
+TEST_F(api, fork_pays_owed_moves_mremap_took_away)
+{
+	char *a = anon(16, 1), *far, *b;
+	int st = -1;
+	pid_t pid;
+
+	ASSERT_NE(NULL, a);
+	far = mmap(a + (4UL << 30), 16 * PAGE, PROT_NONE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	ASSERT_NE(MAP_FAILED, far);
+	ASSERT_LE(0, mlf_fd());
+	ASSERT_EQ(0, mlf_make_state());
+	ASSERT_EQ(0, set_param(PARAM("defer_ms"), 100000));
+	ASSERT_EQ(0, mlf_lock2(a, 16 * PAGE, MLOCKFAST_MODE_DEFERRED));
+	b = mremap(a, 16 * PAGE, 16 * PAGE, MREMAP_MAYMOVE | MREMAP_FIXED,
+		   far);
+	ASSERT_EQ(far, b);
+	EXPECT_EQ(16, mlocked_in(b, 16));
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		_exit(mlock(b, 16 * PAGE) || munlock(b, 16 * PAGE));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_EQ(0, st);
+	ASSERT_EQ(0, mlf_drain());
+	EXPECT_EQ(16, mlocked_in(b, 16));
+	EXPECT_EQ(self->mlocked + KB(16), meminfo_kb("Mlocked"));
+	ASSERT_EQ(0, mlf_unlock(b, 16 * PAGE));
+	drain_all();
+	EXPECT_EQ(0, mlocked_in(b, 16));
+	EXPECT_EQ(self->mlocked, meminfo_kb("Mlocked"));
+	EXPECT_EQ(self->unevictable, meminfo_kb("Unevictable"));
+	munmap(b, 16 * PAGE);
 }
 
 /*

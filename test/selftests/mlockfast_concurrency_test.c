@@ -682,7 +682,7 @@ static void all_cpus_online(void)
 }
 
 /*
- * The module's gauges once its notifiers' frees (after RCU) have run:
+ * The module's gauges once its states' frees (after RCU) have run:
  * waited for up to 30 s (a loaded guest's vCPU can stall for seconds), but
  * only as long as they take.
  */

@@ -86,8 +86,8 @@ static void traffic_child(unsigned int mode, int ready, int go)
 
 /*
  * One unload with a user living on: a process that locked through the
- * device keeps the module's mmu notifier after it closes the device.
- * Unloading must take the notifier away and pay or drop the queued moves;
+ * device keeps its state in the module after it closes the device.
+ * Unloading must take its probes away and pay the queued moves;
  * the process's munlock, munmap and exit afterwards must not call into the
  * gone module.  Then the module is loaded again.  0, or what failed.
  */

@@ -192,7 +192,7 @@ TEST_F(sec, fd_inherited_across_fork_acts_on_the_caller)
 		/* the parent's lock through the same file did not touch us */
 		if (status_kb("VmLck") != KB(NPAGES))
 			_exit(13);
-		/* exit with the moves still queued: the notifier voids them */
+		/* exit with the moves still queued: they go with the pages */
 		_exit(0);
 	}
 	ASSERT_EQ('l', hear(up[0]));
