@@ -129,8 +129,9 @@ struct mlf_mm {
 	bool held_long;
 	unsigned long locked_at;
 	/*
-	 * A reclaim-mode lock left moves owing that no run records: a fork
-	 * pays them (mm.c).
+	 * Moves may be owed that no run records: a reclaim-mode lock left
+	 * them, or runs were paid whose pages an mremap() may have moved.
+	 * A fork pays them, walking every locked VMA, and clears it (mm.c).
 	 */
 	bool unmoved;
 };

@@ -10,7 +10,9 @@
  * tracepoint hears it before the child first runs, and gives the child a
  * task work that pays every move its parent owes (the whole mm's locked
  * VMAs: runs are addresses, and an mremap() may have moved their pages)
- * before it returns to user mode, where it could lock or unlock them.
+ * before it returns to user mode, where it could lock or unlock them.  The
+ * child waits for that, uninterruptibly: for the parent's mmap_lock, read,
+ * and one walk.
  * An unmap or replacement needs nothing: the pay walk finds other pages, or
  * none, where a run was.  No mmu notifier: the kernel keeps one's
  * bookkeeping until the mm exits, and every VM call of the mm would look
@@ -19,7 +21,8 @@
  * Lifetime: the exit_mmap tracepoint hears the mm go.  A state holds the
  * mm_struct (mmgrab(), not its pages), and each file that caches it holds
  * one more reference, so that a cached pointer is never stale.  At exit the
- * process waits for no grace period and no work of ours.
+ * process waits for no grace period, and for no work of ours unless it is
+ * a child killed before it paid its parent's moves.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -28,9 +31,9 @@
 #include <linux/refcount.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
+#include <linux/spinlock.h>
 #include <linux/task_work.h>
 #include <linux/tracepoint.h>
-#include <linux/spinlock.h>
 #include <linux/workqueue.h>
 #include "compat.h"
 #include "raw_mm.h"
@@ -48,14 +51,32 @@ static DEFINE_SPINLOCK(mlf_mms_lock);	/* guards changes to mlf_mms */
 static struct workqueue_struct *mlf_wq;
 static atomic_long_t mlf_mm_count;	/* mlf_mm allocated, not yet freed */
 
-/* Pay every run; mmap_lock held. */
+/*
+ * A run is being paid where its pages were locked, but an mremap() may have
+ * taken them elsewhere, owed still: until a fork's walk of every locked VMA,
+ * the mm owes moves no run records.  Before the runs go (release).
+ */
+static void mlf_mm_paid_where_locked(struct mlf_mm *m)
+{
+	if (!m->unmoved)
+		WRITE_ONCE(m->unmoved, true);
+}
+
+/*
+ * Pay every run; mmap_lock held.  The runs go once paid, not before: the
+ * fork probe, which holds no lock, takes runs for moves still owed.
+ */
 static void mlf_mm_pay(struct mlf_mm *m)
 {
-	unsigned int i, n = m->nr_runs;
+	unsigned int i;
 
-	m->nr_runs = 0;
-	for (i = 0; i < n; i++)
+	if (!m->nr_runs)
+		return;
+	mlf_mm_paid_where_locked(m);
+	for (i = 0; i < m->nr_runs; i++)
 		mlf_pay_run(m->mm, m->runs[i].start, m->runs[i].end);
+	/* pairs with the fork probe's acquire: it then sees @unmoved set */
+	smp_store_release(&m->nr_runs, 0);
 }
 
 /*
@@ -66,8 +87,9 @@ static void mlf_mm_pay(struct mlf_mm *m)
  *
  * After a fork (MLF_MM_FORKED), everything owed is paid: the runs, what a
  * reclaim-mode lock left, and the pages an mremap() took away from a run,
- * all found by walking every locked VMA.  Only the timed work counts as
- * locks that outlived defer_ms.
+ * all found by walking every locked VMA; then the mm owes nothing, which
+ * the fork probe may see only once it is so.  Only the timed work counts
+ * as locks that outlived defer_ms.
  */
 static void mlf_mm_work(struct work_struct *work)
 {
@@ -81,9 +103,11 @@ static void mlf_mm_work(struct work_struct *work)
 		return;
 	mmap_read_lock(mm);
 	if (forked) {
-		m->nr_runs = 0;
-		WRITE_ONCE(m->unmoved, false);
 		mlf_pay_run(mm, 0, ULONG_MAX);
+		/* pairs with the fork probe's acquire: "owes nothing" when paid */
+		smp_store_release(&m->nr_runs, 0);
+		/* (likewise) */
+		smp_store_release(&m->unmoved, false);
 	} else {
 		if (m->nr_runs)
 			WRITE_ONCE(m->held_long, true);
@@ -145,6 +169,7 @@ void mlf_mm_cut(struct mlf_mm *m, unsigned long start, unsigned long end)
 		}
 		if (start > r->start && end < r->end &&
 		    m->nr_runs == MLF_MM_RUNS) {
+			mlf_mm_paid_where_locked(m);
 			mlf_pay_run(m->mm, r->start, r->end);
 			*r = m->runs[--m->nr_runs];
 			continue;
@@ -223,9 +248,10 @@ static void mlf_mm_gone(struct mlf_mm *m)
 }
 
 /*
- * Retire the state of every mm that has exited unheard: 6.1's exit_mmap()
- * returns before its tracepoint when the mm has no mapping left.  At a
- * state's creation and at DRAIN, so that such states do not pile up.
+ * Retire the state of every mm that has exited unheard: exit_mmap() skips
+ * its tracepoint when the mm has no mapping left (6.1 returns, 6.12 jumps
+ * past it).  At a state's creation and at DRAIN, so that such states do
+ * not pile up.
  */
 static void mlf_mm_sweep(void)
 {
@@ -273,17 +299,19 @@ static struct mlf_mm *mlf_mm_find(struct mm_struct *mm)
 
 /*
  * The task works that make a forked child pay its parent's moves, taken
- * from a pool: the fork probe runs with preemption off and may not
- * allocate (PREEMPT_RT).  Only a fork of an mm that owes takes one, and
- * the child gives it back within its first return to user mode.
+ * from a pool: the fork probe runs with preemption off, where PREEMPT_RT
+ * may not allocate (other kernels allocate when the pool runs out).  Only
+ * a fork of an mm that owes takes one, and the child gives it back once
+ * paid, on its first return to user mode.
  */
 struct mlf_fork_pay {
 	struct callback_head cb;
 	struct mlf_mm *m;
 	struct mlf_fork_pay *next;	/* on the free list */
+	bool allocated;			/* not the pool's: kfree() it */
 };
 
-#define MLF_FORK_PAYS	128
+#define MLF_FORK_PAYS	256
 static struct mlf_fork_pay mlf_fork_pays[MLF_FORK_PAYS];
 static struct mlf_fork_pay *mlf_fork_free;
 static DEFINE_RAW_SPINLOCK(mlf_fork_lock);	/* guards mlf_fork_free */
@@ -298,11 +326,16 @@ static struct mlf_fork_pay *mlf_fork_pay_get(void)
 
 	raw_spin_lock_irqsave(&mlf_fork_lock, flags);
 	f = mlf_fork_free;
-	if (f) {
+	if (f)
 		mlf_fork_free = f->next;
-		atomic_inc(&mlf_fork_inflight);
-	}
 	raw_spin_unlock_irqrestore(&mlf_fork_lock, flags);
+	if (!f && !IS_ENABLED(CONFIG_PREEMPT_RT)) {
+		f = kmalloc(sizeof(*f), GFP_ATOMIC | __GFP_NOWARN);
+		if (f)
+			f->allocated = true;
+	}
+	if (f)
+		atomic_inc(&mlf_fork_inflight);
 	return f;
 }
 
@@ -310,10 +343,14 @@ static void mlf_fork_pay_give(struct mlf_fork_pay *f)
 {
 	unsigned long flags;
 
-	raw_spin_lock_irqsave(&mlf_fork_lock, flags);
-	f->next = mlf_fork_free;
-	mlf_fork_free = f;
-	raw_spin_unlock_irqrestore(&mlf_fork_lock, flags);
+	if (f->allocated) {
+		kfree(f);
+	} else {
+		raw_spin_lock_irqsave(&mlf_fork_lock, flags);
+		f->next = mlf_fork_free;
+		mlf_fork_free = f;
+		raw_spin_unlock_irqrestore(&mlf_fork_lock, flags);
+	}
 	if (atomic_dec_and_test(&mlf_fork_inflight))
 		wake_up_var(&mlf_fork_inflight);
 }
@@ -338,8 +375,9 @@ static void mlf_fork_paid(struct callback_head *cb)
  * with a copy of an mm that owes moves pays them before it runs.  Its
  * mlock(2) of a page still owed would count its own lock alone, and its
  * munlock(2) would then take the page for unlocked while the parent's lock
- * still holds.  With no task work to spare (MLF_FORK_PAYS children of
- * owing parents not yet run), the work is queued now instead.
+ * still holds.  With no task work to be had (PREEMPT_RT, MLF_FORK_PAYS
+ * children of owing parents not yet run), the work is queued now instead,
+ * and the child may run before it: said once in the log.
  */
 static void notrace mlf_mm_fork(void *data, struct task_struct *parent,
 				struct task_struct *child)
@@ -352,7 +390,12 @@ static void notrace mlf_mm_fork(void *data, struct task_struct *parent,
 		return;
 	rcu_read_lock();
 	m = mlf_mm_find(mm);
-	if (!m || !(READ_ONCE(m->nr_runs) || READ_ONCE(m->unmoved)))
+	if (!m)
+		goto out;
+	/* pairs with the work's release: nothing owed is all of it paid */
+	if (!smp_load_acquire(&m->nr_runs) &&
+	    /* (likewise) */
+	    !smp_load_acquire(&m->unmoved))
 		goto out;
 	set_bit(MLF_MM_FORKED, &m->state);
 	f = mlf_fork_pay_get();
@@ -372,6 +415,8 @@ static void notrace mlf_mm_fork(void *data, struct task_struct *parent,
 	}
 	if (f)
 		mlf_fork_pay_give(f);
+	else
+		pr_notice_once("a forked child may run before its parent's moves are paid: no task work to spare\n");
 	mlf_mm_queue(m, 0);
 out:
 	rcu_read_unlock();
