@@ -448,22 +448,6 @@ DIFF_TEST(rlimit_and_capability)
 	diff_state(log, "after");
 }
 
-/* The [vdso] mapping's bounds, from /proc/self/maps; 0 if none. */
-static unsigned long vdso_bounds(unsigned long *end)
-{
-	char *maps = read_file("/proc/self/maps"), *l;
-	unsigned long s = 0;
-
-	*end = 0;
-	l = maps ? strstr(maps, "[vdso]") : NULL;
-	while (l && l > maps && l[-1] != '\n')
-		l--;
-	if (!l || sscanf(l, "%lx-%lx", &s, end) != 2)
-		s = *end = 0;
-	free(maps);
-	return s;
-}
-
 /*
  * RLIMIT_MEMLOCK counts a range's pages that mlock leaves unlocked (the
  * vdso: VM_SPECIAL) in the request but never in locked_vm, so the same
@@ -474,11 +458,11 @@ static unsigned long vdso_bounds(unsigned long *end)
 DIFF_TEST(rlimit_counts_pages_mlock_cannot_lock)
 {
 	char *m = diff_map(0, 8 * PAGE, RW, ANON, -1);
-	unsigned long end, start = vdso_bounds(&end);
-	unsigned long pages = (end - start) / PAGE;
+	unsigned long start, end, pages;
 
-	if (!start)
+	if (mlf_mapping(0, "[vdso]", &start, &end))
 		_exit(90);
+	pages = (end - start) / PAGE;
 	diff_touch(m, 8 * PAGE, 1);
 	diff_limit((pages > 4 ? pages : 4) * PAGE);
 	diff_ret(log, "lock the vdso", p->lock((void *)start, end - start));

@@ -193,7 +193,7 @@ static void gen_range(struct seq_rng *r, __u64 *addr, __u64 *len)
 		*len = seq_below(r, 4) * PAGE;
 		/*
 		 * Not past the stack's top: on 6.1 the [vvar] may sit right
-		 * above it (one exec in ~500), and a lock over pages mlock
+		 * above it (56 execs in 3,000), and a lock over pages mlock
 		 * cannot lock is not idempotent under RLIMIT_MEMLOCK (see
 		 * the diff test rlimit_counts_pages_mlock_cannot_lock), so
 		 * the syscall after the ioctl could be refused where the
@@ -676,19 +676,6 @@ static int setup_lane(int i)
 	return p == IOVS - PAGE ? 0 : -1;
 }
 
-/* The end of the mapping that holds @addr, from /proc/self/maps; 0 if none. */
-static uintptr_t mapping_end(uintptr_t addr)
-{
-	char *maps = read_file("/proc/self/maps"), *l;
-	unsigned long s, e, end = 0;
-
-	for (l = maps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-		if (sscanf(l, "%lx-%lx", &s, &e) == 2 && s <= addr && addr < e)
-			end = e;
-	free(maps);
-	return end;
-}
-
 /* A mismatch: the mappings the request's ranges touch, to tell why. */
 static void report_maps(int ci, const struct mlockfast_range *rg,
 			const struct mlockfast_iovec *iov, unsigned int nread)
@@ -716,12 +703,15 @@ static void report_maps(int ci, const struct mlockfast_range *rg,
 
 static int setup(void)
 {
+	unsigned long stack_start, stack_end;
 	int dummy;
 
 	fz.fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
 	fz.text = (char *)&setup;
 	fz.stack = (char *)&dummy;
-	fz.stack_end = mapping_end((uintptr_t)&dummy);
+	if (mlf_mapping((uintptr_t)&dummy, NULL, &stack_start, &stack_end))
+		return -1;
+	fz.stack_end = stack_end;
 	map_window();
 	return fz.fd < 0 ? -1 : setup_lane(0);
 }

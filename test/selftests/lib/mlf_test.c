@@ -333,6 +333,27 @@ int dmesg_count(const char *needle)
 	return kmsg_scan(needle, dmesg_mark_seq, &last);
 }
 
+int mlf_mapping(uintptr_t addr, const char *name, unsigned long *start,
+		unsigned long *end)
+{
+	char *maps = read_file("/proc/self/maps"), *l;
+	unsigned long s, e;
+	int ret = -1;
+
+	for (l = maps; l && *l && ret; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (sscanf(l, "%lx-%lx", &s, &e) != 2)
+			continue;
+		if (name ? memmem(l, strcspn(l, "\n"), name, strlen(name)) != NULL :
+			   s <= addr && addr < e) {
+			*start = s;
+			*end = e;
+			ret = 0;
+		}
+	}
+	free(maps);
+	return ret;
+}
+
 void mlocked_pages_report(void)
 {
 	char *maps = read_file("/proc/self/maps"), *l;

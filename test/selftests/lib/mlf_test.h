@@ -56,6 +56,12 @@ long locked_kb(const void *lo, const void *hi);
 long vmstat(const char *name);
 /* Read a whole file into a malloc'd NUL-terminated buffer. */
 char *read_file(const char *path);
+/*
+ * The mapping of /proc/self/maps holding @addr, or (@name not NULL) the
+ * one whose line names @name ("[vdso]"): its bounds; 0, or -1 if none.
+ */
+int mlf_mapping(uintptr_t addr, const char *name, unsigned long *start,
+		unsigned long *end);
 /* Read a sysfs/module parameter as a long; -1 if absent. */
 long read_long(const char *path);
 /* Whether mlockfast is in /proc/modules. */
