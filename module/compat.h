@@ -226,11 +226,13 @@ DECLARE_STATIC_CALL(mlf_sc_lookup, mlf_proto_lookup);
 #ifdef MLF_HAVE_THP
 typeof(__pmd_trans_huge_lock) mlf_proto_pmd_trans_huge_lock;
 #endif
-typeof(__mm_populate) mlf_proto_mm_populate;
 typeof(lru_add_drain) mlf_proto_lru_add_drain;
 typeof(schedule_on_each_cpu) mlf_proto_schedule_on_each_cpu;
 typeof(vma_is_secretmem) mlf_proto_vma_is_secretmem;
 void mlf_proto_mlock_folio(struct folio *folio);
+long mlf_proto_populate_vma_page_range(struct vm_area_struct *vma,
+				       unsigned long start, unsigned long end,
+				       int *locked);
 
 /* __x64_sys_mlock2 and the others, for legacy mode */
 long mlf_proto_sys_mlock2(const struct pt_regs *regs);

@@ -9,7 +9,7 @@
 #ifdef MLF_HAVE_THP
 MLF_SYMBOL(pmd_trans_huge_lock, "__pmd_trans_huge_lock");
 #endif
-MLF_SYMBOL(mm_populate, "__mm_populate");
+MLF_SYMBOL(populate_vma_page_range, "populate_vma_page_range");
 MLF_SYMBOL(lru_add_drain, "lru_add_drain");
 MLF_SYMBOL(schedule_on_each_cpu, "schedule_on_each_cpu");
 MLF_SYMBOL(vma_is_secretmem, "vma_is_secretmem");

@@ -17,6 +17,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/capability.h>
+#include <linux/dax.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
 #include <linux/mm_inline.h>
@@ -24,6 +25,7 @@
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/userfaultfd_k.h>
 #include <linux/vmstat.h>
 #include "compat.h"
 #include "raw_mm.h"
@@ -997,18 +999,163 @@ static int mlf_populate_errno(long ret)
 	return ret;
 }
 
+/*
+ * Populate's follow_page() of @addr, with its FOLL_TOUCH: 1 when it finds
+ * a present pte of a normal folio, writable where populate's fault is a
+ * write, and touched it; 0 when it would fault first (no page, or a
+ * write to break COW); -1 for anything else (a huge pmd, PROT_NONE for
+ * NUMA, a special pte): GUP's turn, nothing done.
+ */
+static int mlf_touch(struct vm_area_struct *vma, unsigned long addr,
+		     bool write)
+{
+	struct folio *folio = NULL;
+	unsigned long next, val;
+	spinlock_t *ptl;	/* the page table's lock, from the kernel */
+	pte_t *pte, ptent;
+	pmd_t *pmd;
+	int ret = -1;
+
+	pmd = mlf_pmd_of(vma->vm_mm, addr, addr + PAGE_SIZE, &next);
+	val = pmd ? mlf_pmd_val(READ_ONCE(*pmd)) : 0;
+	if (!val)
+		return 0;
+	if (!mlf_table_entry(val))
+		return -1;
+	pte = mlf_pte_map_lock(vma, pmd, addr, &ptl, true);
+	if (!pte)
+		return 0;	/* the table went: as pmd none */
+	ptent = ptep_get(pte);
+	if (!pte_present(ptent) || (write && !pte_write(ptent) &&
+				    !pte_protnone(ptent)))
+		ret = 0;
+	else if (!pte_protnone(ptent))
+		folio = mlf_pte_folio(ptent);
+	if (folio) {
+		if (write && !pte_dirty(ptent) && !folio_test_dirty(folio))
+			folio_mark_dirty(folio);
+		folio_mark_accessed(folio);
+		ret = 1;
+	}
+	pte_unmap_unlock(pte, ptl);
+	return ret;
+}
+
+/*
+ * A span of one page, the common lock of a fresh page: populate's GUP
+ * would look its VMA up again, find no page, fault, and look the page up
+ * once more to touch it, which costs more than the fault of a fresh page
+ * (a third of a one-page mlock(2) is that).  Here: the fault as GUP makes
+ * it (faultin_page(): a write where it breaks COW, retry and kill
+ * allowed), then the touch.  VMAs GUP treats in any other way are GUP's.
+ */
+static bool mlf_fault_here(struct vm_area_struct *vma, unsigned long addr,
+			   unsigned long end)
+{
+	return end - addr == PAGE_SIZE && (vma->vm_flags & VM_READ) &&
+	       !(vma->vm_flags & (VM_LOCKONFAULT | VM_SPECIAL | VM_HUGETLB)) &&
+	       !userfaultfd_armed(vma) && !vma_is_dax(vma) &&
+	       !mlf_call(vma_is_secretmem)(vma);
+}
+
+/* 1: faulted in and touched; 0: GUP's turn, or *locked dropped; or errno */
+static long mlf_fault_in(struct vm_area_struct *vma, unsigned long addr,
+			 int *locked)
+{
+	bool write = (vma->vm_flags & (VM_WRITE | VM_SHARED)) == VM_WRITE;
+	unsigned int flags = FAULT_FLAG_ALLOW_RETRY | FAULT_FLAG_KILLABLE;
+	vm_fault_t ret;
+
+	if (fatal_signal_pending(current))
+		return 0;	/* GUP's -EINTR */
+	switch (mlf_touch(vma, addr, write)) {
+	case 1:
+		return 1;
+	case -1:
+		return 0;
+	}
+	ret = handle_mm_fault(vma, addr, flags | (write ? FAULT_FLAG_WRITE : 0),
+			      NULL);
+	if (ret & (VM_FAULT_RETRY | VM_FAULT_COMPLETED)) {
+		*locked = 0;	/* the fault dropped the mmap_lock */
+		return 0;
+	}
+	if (ret & VM_FAULT_ERROR)
+		return vm_fault_to_errno(ret, 0);
+	return mlf_touch(vma, addr, write) > 0;
+}
+
+/*
+ * __mm_populate() over [addr, end), from the mmap_lock held for reading
+ * (*locked): the same VMAs skipped, the same errors, and the same retake
+ * of the lock where a fault dropped it.
+ */
+static long mlf_populate_span(struct mm_struct *mm, unsigned long addr,
+			      unsigned long end, int ignore_errors,
+			      int *locked)
+{
+	struct vm_area_struct *vma = NULL;
+	unsigned long vend;
+	long ret;
+
+	while (addr < end) {
+		if (!*locked) {
+			mmap_read_lock(mm);
+			*locked = 1;
+			vma = NULL;
+		}
+		if (!vma || addr >= vma->vm_end)
+			vma = find_vma_intersection(mm, vma ? vma->vm_end : addr,
+						    end);
+		if (!vma)
+			break;
+		vend = min(end, vma->vm_end);
+		if (vma->vm_flags & (VM_IO | VM_PFNMAP)) {
+			addr = vend;
+			continue;
+		}
+		addr = max(addr, vma->vm_start);
+		ret = 0;
+		if (mlf_fault_here(vma, addr, vend)) {
+			ret = mlf_fault_in(vma, addr, locked);
+			if (ret || !*locked)
+				mlf_call(lru_add_drain)();	/* as GUP's */
+			if (!*locked)
+				continue;	/* again from addr, as GUP */
+		}
+		if (!ret)
+			ret = mlf_call(populate_vma_page_range)(vma, addr, vend,
+								locked);
+		if (ret < 0 && !ignore_errors)
+			return ret;
+		addr = ret < 0 ? vend : addr + (ret << PAGE_SHIFT);
+	}
+	return 0;
+}
+
+/*
+ * Called with the mmap_lock held for writing, returns with it released.
+ * The syscall drops it and takes it again for reading to populate: a
+ * downgrade is the same exclusion, and one lock and __mm_populate() less.
+ */
 static int mlf_populate(struct mlf_ctx *c, int ignore_errors)
 {
+	struct mm_struct *mm = current->mm;
 	unsigned int i;
+	int locked = 1;
 	long ret = 0;
 
-	if (!c->nr_pop)
+	if (!c->nr_pop) {
+		mmap_write_unlock(mm);
 		return 0;
+	}
 	mlf_count(populate_calls, 1);
+	mmap_write_downgrade(mm);
 	for (i = 0; i < c->nr_pop && !ret; i++)
-		ret = mlf_call(mm_populate)(c->pop[i].start,
-					    c->pop[i].end - c->pop[i].start,
-					    ignore_errors);
+		ret = mlf_populate_span(mm, c->pop[i].start, c->pop[i].end,
+					ignore_errors, &locked);
+	if (locked)
+		mmap_read_unlock(mm);
 	/*
 	 * The faults mlocked what they mapped through this CPU's kernel
 	 * batch: count those locks now, while they still hold (see
@@ -1102,8 +1249,11 @@ static __always_inline int mlf_do_lock(struct mlf_file *file,
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	ret = mlf_lock_range(&c, start, len, vmflags);
-	mmap_write_unlock(mm);
-	return ret ? ret : mlf_populate(&c, 0);
+	if (ret) {
+		mmap_write_unlock(mm);
+		return ret;
+	}
+	return mlf_populate(&c, 0);	/* and unlock */
 }
 
 int mlf_lock(struct mlf_file *file, enum mlf_mode mode, unsigned long start,
@@ -1204,9 +1354,8 @@ int mlf_lockv(struct mlf_file *file, enum mlf_mode mode,
 		ret = lock ? mlf_lock_range(&c, start, len, vmflags) :
 			     mlf_unlock_range(&c, start, len);
 		if (!ret && c.nr_pop) {
-			mmap_write_unlock(mm);
 			held = false;
-			ret = mlf_populate(&c, 0);
+			ret = mlf_populate(&c, 0);	/* and unlock */
 		}
 		if (ret)
 			break;
@@ -1265,9 +1414,10 @@ int mlf_lockall(struct mlf_file *file, enum mlf_mode mode, unsigned int flags)
 		mlf_finish(&c);
 		ret = 0;
 	}
-	mmap_write_unlock(mm);
 	if (!ret && (flags & MCL_CURRENT))
-		mlf_populate(&c, 1);
+		mlf_populate(&c, 1);	/* and unlock */
+	else
+		mmap_write_unlock(mm);
 	return ret;
 }
 
