@@ -48,6 +48,7 @@ struct mlf_ctx {
 	struct mlf_mm *owner;	/* ... current->mm's state (mm.c) */
 	struct mlf_pt_cache pt;
 	unsigned int nr_pop;	/* ranges populate must visit, in pop[] */
+	unsigned int pop_absent;	/* bit i: the walk saw pop[i] must fault */
 	unsigned long pages;
 	struct zone *zone;	/* NR_MLOCK change not yet applied ... */
 	long zone_pages;	/* ... to this zone, in pages */
@@ -225,6 +226,7 @@ static void mlf_need_populate(struct mlf_ctx *c, unsigned long start,
 	unsigned int i, at;
 
 	if (last && start < last->start) {	/* not upwards: one span of all */
+		c->pop_absent = 0;
 		c->pop[0].start = min(c->pop[0].start, start);
 		c->pop[0].end = max(last->end, end);
 		c->nr_pop = 1;
@@ -232,6 +234,8 @@ static void mlf_need_populate(struct mlf_ctx *c, unsigned long start,
 	}
 	/* The walk goes up: extend the last span, or start one above it. */
 	if (last && start <= last->end + MLF_POP_GAP) {
+		/* (a span that grows may take in pages the walk saw present) */
+		c->pop_absent &= ~(1U << (c->nr_pop - 1));
 		last->end = max(last->end, end);
 		return;
 	}
@@ -240,6 +244,7 @@ static void mlf_need_populate(struct mlf_ctx *c, unsigned long start,
 		return;
 	}
 	/* Full: close the smallest gap, counting the new span's. */
+	c->pop_absent = 0;
 	at = ARRAY_SIZE(c->pop) - 1;
 	for (i = 0; i + 1 < ARRAY_SIZE(c->pop); i++)
 		if (c->pop[i + 1].start - c->pop[i].end <
@@ -253,6 +258,21 @@ static void mlf_need_populate(struct mlf_ctx *c, unsigned long start,
 	for (i = at; i + 1 < ARRAY_SIZE(c->pop); i++)
 		c->pop[i] = c->pop[i + 1];
 	c->pop[i] = (struct mlf_run){ start, end };
+}
+
+/*
+ * As mlf_need_populate(), for pages the walk saw populate must fault in (no
+ * pte, or a read-only one a write fault would COW), under the mmap_lock
+ * held for writing: populate faults a one-page span without looking first.
+ */
+static void mlf_need_fault(struct mlf_ctx *c, unsigned long start,
+			   unsigned long end)
+{
+	unsigned int n = c->nr_pop;
+
+	mlf_need_populate(c, start, end);
+	if (c->nr_pop == n + 1)		/* a span of its own */
+		c->pop_absent |= 1U << n;
 }
 
 /* Would populate's write fault (COW) change this present pte? */
@@ -784,11 +804,16 @@ static bool mlf_walk_pmd(struct mlf_ctx *c, struct vm_area_struct *vma,
 				addr += PAGE_SIZE;
 			}
 			if (populates)
-				mlf_need_populate(c, from, addr + PAGE_SIZE);
+				mlf_need_fault(c, from, addr + PAGE_SIZE);
 			continue;
 		}
-		if (cow && !pte_write(ptent))
-			mlf_need_populate(c, addr, addr + PAGE_SIZE);
+		if (cow && !pte_write(ptent)) {
+			/* (a NUMA-hinting pte is GUP's: mlf_touch()) */
+			if (pte_protnone(ptent))
+				mlf_need_populate(c, addr, addr + PAGE_SIZE);
+			else
+				mlf_need_fault(c, addr, addr + PAGE_SIZE);
+		}
 		folio = mlf_pte_folio(ptent);
 		if (!folio)
 			continue;
@@ -875,7 +900,7 @@ static __always_inline void mlf_walk_range(struct mlf_ctx *c,
 		}
 		if (!pmd || pmd_none(READ_ONCE(*pmd))) {
 			if (populates)
-				mlf_need_populate(c, addr, next);
+				mlf_need_fault(c, addr, next);
 			continue;
 		}
 		if (!mlf_walk_pmd(c, vma, pmd, addr, next))
@@ -1004,19 +1029,23 @@ static int mlf_populate_errno(long ret)
  * a present pte of a normal folio, writable where populate's fault is a
  * write, and touched it; 0 when it would fault first (no page, or a
  * write to break COW); -1 for anything else (a huge pmd, PROT_NONE for
- * NUMA, a special pte): GUP's turn, nothing done.
+ * NUMA, a special pte): GUP's turn, nothing done.  *@pmdp: the pmd of
+ * @addr if known (NULL: look it up, and keep it there), which stays while
+ * the mmap_lock is held: tables above the pte go only with their VMAs.
  */
 static int mlf_touch(struct vm_area_struct *vma, unsigned long addr,
-		     bool write)
+		     bool write, pmd_t **pmdp)
 {
 	struct folio *folio = NULL;
 	unsigned long next, val;
 	spinlock_t *ptl;	/* the page table's lock, from the kernel */
 	pte_t *pte, ptent;
-	pmd_t *pmd;
+	pmd_t *pmd = *pmdp;
 	int ret = -1;
 
-	pmd = mlf_pmd_of(vma->vm_mm, addr, addr + PAGE_SIZE, &next);
+	if (!pmd)
+		*pmdp = pmd = mlf_pmd_of(vma->vm_mm, addr, addr + PAGE_SIZE,
+					 &next);
 	val = pmd ? mlf_pmd_val(READ_ONCE(*pmd)) : 0;
 	if (!val)
 		return 0;
@@ -1058,17 +1087,32 @@ static bool mlf_fault_here(struct vm_area_struct *vma, unsigned long addr,
 	       !mlf_call(vma_is_secretmem)(vma);
 }
 
-/* 1: faulted in and touched; 0: GUP's turn, or *locked dropped; or errno */
+/*
+ * 1: faulted in and touched; 0: GUP's turn, or *locked dropped; or errno.
+ * @absent: the lock's walk saw that GUP's first look would find no page
+ * to touch, and the mmap_lock has been held since (downgraded): fault at
+ * once.  A fault of another thread since is GUP's own race, between its
+ * look and its fault: the fault finds the page and does what GUP's
+ * retry would.
+ */
 static long mlf_fault_in(struct vm_area_struct *vma, unsigned long addr,
-			 int *locked)
+			 bool absent, int *locked)
 {
 	bool write = (vma->vm_flags & (VM_WRITE | VM_SHARED)) == VM_WRITE;
 	unsigned int flags = FAULT_FLAG_ALLOW_RETRY | FAULT_FLAG_KILLABLE;
+	unsigned long next;
+	pmd_t *pmd = NULL;
 	vm_fault_t ret;
 
 	if (fatal_signal_pending(current))
 		return 0;	/* GUP's -EINTR */
-	switch (mlf_touch(vma, addr, write)) {
+	if (!absent) {
+		/* An empty pte needs no lock to say so: the fault settles it. */
+		pmd = mlf_pmd_of(vma->vm_mm, addr, addr + PAGE_SIZE, &next);
+		absent = !pmd || pmd_none(READ_ONCE(*pmd)) ||
+			 mlf_pte_absent(pmd, addr);
+	}
+	switch (absent ? 0 : mlf_touch(vma, addr, write, &pmd)) {
 	case 1:
 		return 1;
 	case -1:
@@ -1082,7 +1126,7 @@ static long mlf_fault_in(struct vm_area_struct *vma, unsigned long addr,
 	}
 	if (ret & VM_FAULT_ERROR)
 		return vm_fault_to_errno(ret, 0);
-	return mlf_touch(vma, addr, write) > 0;
+	return mlf_touch(vma, addr, write, &pmd) > 0;
 }
 
 /*
@@ -1091,8 +1135,8 @@ static long mlf_fault_in(struct vm_area_struct *vma, unsigned long addr,
  * of the lock where a fault dropped it.
  */
 static long mlf_populate_span(struct mm_struct *mm, unsigned long addr,
-			      unsigned long end, int ignore_errors,
-			      int *locked)
+			      unsigned long end, bool absent,
+			      int ignore_errors, int *locked)
 {
 	struct vm_area_struct *vma = NULL;
 	unsigned long vend;
@@ -1103,6 +1147,7 @@ static long mlf_populate_span(struct mm_struct *mm, unsigned long addr,
 			mmap_read_lock(mm);
 			*locked = 1;
 			vma = NULL;
+			absent = false;	/* the walk's view is gone */
 		}
 		if (!vma || addr >= vma->vm_end)
 			vma = find_vma_intersection(mm, vma ? vma->vm_end : addr,
@@ -1117,7 +1162,7 @@ static long mlf_populate_span(struct mm_struct *mm, unsigned long addr,
 		addr = max(addr, vma->vm_start);
 		ret = 0;
 		if (mlf_fault_here(vma, addr, vend)) {
-			ret = mlf_fault_in(vma, addr, locked);
+			ret = mlf_fault_in(vma, addr, absent, locked);
 			if (ret || !*locked)
 				mlf_call(lru_add_drain)();	/* as GUP's */
 			if (!*locked)
@@ -1153,6 +1198,7 @@ static int mlf_populate(struct mlf_ctx *c, int ignore_errors)
 	mmap_write_downgrade(mm);
 	for (i = 0; i < c->nr_pop && !ret; i++)
 		ret = mlf_populate_span(mm, c->pop[i].start, c->pop[i].end,
+					c->pop_absent & (1U << i),
 					ignore_errors, &locked);
 	if (locked)
 		mmap_read_unlock(mm);

@@ -112,6 +112,29 @@ static inline pte_t *mlf_pte_map_lock(struct vm_area_struct *vma, pmd_t *pmd,
 }
 
 /*
+ * Whether the pte of @addr in the page table @pmd points to is not present,
+ * read without the table's lock: a first look, which a fault then settles
+ * (the pte may change as soon as it is read, locked or not).  Under RCU,
+ * which frees a table that goes (pte_offset_map() maps under it too).
+ * False when @pmd is no page table.
+ */
+static inline bool mlf_pte_absent(pmd_t *pmd, unsigned long addr)
+{
+	unsigned long val;
+	bool absent = false;
+
+	rcu_read_lock();
+	val = mlf_pmd_val(READ_ONCE(*pmd));
+	if ((val & (_PAGE_PRESENT | _PAGE_PSE)) == _PAGE_PRESENT) {
+		pte_t *table = __va(PFN_PHYS((val & PTE_PFN_MASK) >> PAGE_SHIFT));
+
+		absent = !pte_present(ptep_get(table + pte_index(addr)));
+	}
+	rcu_read_unlock();
+	return absent;
+}
+
+/*
  * The huge pmd's lock if @pmd maps a folio (or a migration entry of one),
  * else NULL: walk its page table.  Without THP no pmd maps a folio.
  */
