@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * mlf-fork-lock [-n N] [-s SIZE] [-k none|mlock|mlockall|ioctl] [-H] [-x]: fork N
+ * mlf-fork-lock [-n N] [-s SIZE] [-k none|mlock|mlockall|ioctl|many] [-H] [-x]: fork N
  * children (after 10 unmeasured, none if SIZE is over 64 MiB) that each map
  * SIZE bytes (in small pages, or with -H in THP), touch them, lock them once
  * through libc (so LD_PRELOAD=libmlockfast.so.1 routes the call) and exit;
@@ -14,6 +14,12 @@
  * each child execs this program again before it maps and locks: a freshly
  * started program's first lock, whose libraries the loader has just run,
  * rather than a forked child's, which faults in every code page it runs.
+ * "-k many" is the life of a child of stress-ng's --mlockmany, run to its
+ * end rather than until the stressor kills it: SIZE (its RLIMIT_MEMLOCK)
+ * locked in 64 KiB calls (the first lock: the call's figure), one round
+ * of its loop (unlock and lock again; mlock and munlock of nothing; lock
+ * and unlock twice SIZE, which stop at the first call that fails; an
+ * munlock of ~0 bytes), unlocked and unmapped.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +41,31 @@ static int thp;
 static int dev = -1;	/* -k ioctl: the parent's descriptor */
 static long long *call_ns;	/* shared: the child's lock call, timed by it */
 
+/* stress-ng's mlock_interruptible() and munlock_interruptible(). */
+static int chunks(char *p, size_t len, int (*f)(const void *, size_t))
+{
+	const size_t chunk = 65536;
+
+	for (; len; p += chunk, len -= len < chunk ? len : chunk)
+		if (f(p, len < chunk ? len : chunk))
+			return -1;
+	return 0;
+}
+
+/* The rest of a --mlockmany child's life, after its first lock. */
+static void many(char *p, size_t size)
+{
+	chunks(p, size, munlock);
+	chunks(p, size, mlock);
+	mlock(p, 0);
+	munlock(p, 0);
+	chunks(p, 2 * size, mlock);
+	chunks(p, 2 * size, munlock);
+	munlock(p, ~(size_t)0);
+	chunks(p, size, munlock);
+	munmap(p, size);
+}
+
 static void child(size_t size, const char *how)
 {
 	char *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
@@ -51,6 +82,8 @@ static void child(size_t size, const char *how)
 	t0 = now_ns();
 	if (!strcmp(how, "mlock"))
 		err = mlock(p, size);
+	else if (!strcmp(how, "many"))
+		err = chunks(p, size, mlock);
 	else if (!strcmp(how, "mlockall"))
 		err = mlockall(MCL_CURRENT);
 	else if (!strcmp(how, "ioctl")) {
@@ -61,6 +94,8 @@ static void child(size_t size, const char *how)
 		err = ioctl(dev, MLOCKFAST_IOC_LOCK, &r);
 	}
 	*call_ns = now_ns() - t0;
+	if (!err && !strcmp(how, "many"))
+		many(p, size);
 	_exit(err ? 3 : 0);
 }
 
@@ -138,7 +173,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (n <= 0 || !size || (strcmp(how, "none") && strcmp(how, "mlock") &&
-				strcmp(how, "mlockall") && strcmp(how, "ioctl")))
+				strcmp(how, "mlockall") && strcmp(how, "ioctl") &&
+				strcmp(how, "many")))
 		goto usage;
 	if (!strcmp(how, "ioctl")) {
 		/* (-x: the exec'd child inherits it) */
@@ -179,6 +215,6 @@ int main(int argc, char **argv)
 	free(t);
 	return 0;
 usage:
-	fprintf(stderr, "usage: mlf-fork-lock [-n N] [-s SIZE] [-k none|mlock|mlockall|ioctl] [-H] [-x]\n");
+	fprintf(stderr, "usage: mlf-fork-lock [-n N] [-s SIZE] [-k none|mlock|mlockall|ioctl|many] [-H] [-x]\n");
 	return 2;
 }
