@@ -260,6 +260,14 @@ static int mode_bad(uint32_t flags)
 	return (flags & MLOCKFAST_MODE_MASK) > MLOCKFAST_MODE_LEGACY;
 }
 
+static int cmd_index(unsigned int c)
+{
+	for (int i = 0; i < NCMDS; i++)
+		if (cmds[i].cmd == c)
+			return i;
+	return C_UNKNOWN;
+}
+
 /*
  * A command number that is not one of ours: our magic with any number,
  * direction or size, one of ours with its size or direction changed, or
@@ -267,7 +275,7 @@ static int mode_bad(uint32_t flags)
  * (FIONBIO and friends 'T', FIFREEZE 'X', FS_IOC_* 'f', FIGETBSZ 0,
  * FICLONE 0x94, FS_IOC_GETFSUUID 0x15).
  */
-static unsigned int gen_bad_cmd(struct seq_rng *r)
+static unsigned int gen_any_cmd(struct seq_rng *r)
 {
 	unsigned int c = cmds[seq_below(r, NCMDS)].cmd, t;
 
@@ -290,12 +298,19 @@ static unsigned int gen_bad_cmd(struct seq_rng *r)
 	return c;
 }
 
-static int cmd_index(unsigned int c)
+/*
+ * Drawn again where the draw is a command the module answers: one in one
+ * 16 million draws of our magic hits ROUTE (not fuzzed here: it changes
+ * how the process's syscalls go) or another with its own size.
+ */
+static unsigned int gen_bad_cmd(struct seq_rng *r)
 {
-	for (int i = 0; i < NCMDS; i++)
-		if (cmds[i].cmd == c)
-			return i;
-	return C_UNKNOWN;
+	unsigned int c;
+
+	do
+		c = gen_any_cmd(r);
+	while (cmd_index(c) != C_UNKNOWN || c == MLOCKFAST_IOC_ROUTE);
+	return c;
 }
 
 /* Where to put an argument struct of @size bytes. */
