@@ -155,6 +155,13 @@
 #define MLF_VM_MERGE_IGNORED	VM_SOFTDIRTY
 #endif
 
+/* User shadow stacks (6.12 on): GUP refuses to write to them. 6.1: none. */
+#ifdef VM_SHADOW_STACK
+#define MLF_VM_SHADOW_STACK	VM_SHADOW_STACK
+#else
+#define MLF_VM_SHADOW_STACK	VM_NONE
+#endif
+
 /*
  * Routing (route.c) redirects the syscalls the way livepatch does: an
  * ftrace_ops that modifies the ip, on a trampoline that saves the regs.

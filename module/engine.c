@@ -20,6 +20,7 @@
 #include <linux/dax.h>
 #include <linux/mm.h>
 #include <linux/mman.h>
+#include <linux/mmu_context.h>
 #include <linux/mm_inline.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/mm.h>
@@ -285,6 +286,28 @@ static bool mlf_needs_cow(struct vm_area_struct *vma, bool writable)
 static bool mlf_populates(struct vm_area_struct *vma)
 {
 	return !(vma->vm_flags & VM_LOCKONFAULT);
+}
+
+/* Whether populate's fault of a page of @vma is a write (to break COW). */
+static bool mlf_populate_writes(struct vm_area_struct *vma)
+{
+	return (vma->vm_flags & (VM_WRITE | VM_SHARED)) == VM_WRITE;
+}
+
+/*
+ * Would populate's GUP refuse @vma (check_vma_flags(): EFAULT, mlock's
+ * ENOMEM)?  PROT_NONE; a protection key closed to this thread; a shadow
+ * stack, which GUP writes to only with FOLL_FORCE (6.12 on: populate asks
+ * it for reads only).  Secretmem, which GUP refuses too, is never walked:
+ * mlock leaves it as it is (mlf_vma_lockable()).
+ */
+static __always_inline bool mlf_gup_refuses(struct vm_area_struct *vma)
+{
+	bool write = mlf_populate_writes(vma);
+
+	return !vma_is_accessible(vma) ||
+	       (write && (vma->vm_flags & MLF_VM_SHADOW_STACK)) ||
+	       !arch_vma_access_permitted(vma, write, false, false);
 }
 
 static bool mlf_folio_private(struct folio *folio)
@@ -921,7 +944,8 @@ void mlf_walk_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
 	if (c->walk != MLF_WALK_PAY)
 		mlf_drain_once(c);
 #endif
-	if (mlf_locks(c) && mlf_populates(vma) && !vma_is_accessible(vma))
+	/* GUP's refusal is the call's error: let populate meet it. */
+	if (mlf_locks(c) && mlf_populates(vma) && mlf_gup_refuses(vma))
 		mlf_need_populate(c, start, end);
 	if (!mlf_locks(c) && c->owner)
 		mlf_mm_trim(c->owner, start, end);
@@ -1071,20 +1095,77 @@ static int mlf_touch(struct vm_area_struct *vma, unsigned long addr,
 }
 
 /*
+ * A VMA populate's GUP takes as plain memory: readable, refused nothing
+ * (mlf_gup_refuses(), secretmem), no hugetlb, DAX or userfaultfd path, and
+ * not MLOCK_ONFAULT, which populate leaves alone.  Anything else is GUP's.
+ */
+static bool mlf_gup_plain(struct vm_area_struct *vma)
+{
+	return (vma->vm_flags & VM_READ) &&
+	       !(vma->vm_flags & (VM_LOCKONFAULT | VM_SPECIAL | VM_HUGETLB)) &&
+	       !mlf_gup_refuses(vma) && !userfaultfd_armed(vma) &&
+	       !vma_is_dax(vma) && !mlf_call(vma_is_secretmem)(vma);
+}
+
+/*
  * A span of one page, the common lock of a fresh page: populate's GUP
  * would look its VMA up again, find no page, fault, and look the page up
  * once more to touch it, which costs more than the fault of a fresh page
  * (a third of a one-page mlock(2) is that).  Here: the fault as GUP makes
  * it (faultin_page(): a write where it breaks COW, retry and kill
- * allowed), then the touch.  VMAs GUP treats in any other way are GUP's.
+ * allowed), then the touch.
  */
 static bool mlf_fault_here(struct vm_area_struct *vma, unsigned long addr,
 			   unsigned long end)
 {
-	return end - addr == PAGE_SIZE && (vma->vm_flags & VM_READ) &&
-	       !(vma->vm_flags & (VM_LOCKONFAULT | VM_SPECIAL | VM_HUGETLB)) &&
-	       !userfaultfd_armed(vma) && !vma_is_dax(vma) &&
-	       !mlf_call(vma_is_secretmem)(vma);
+	return end - addr == PAGE_SIZE && mlf_gup_plain(vma);
+}
+
+/*
+ * GUP's follow_page() over [addr, end) while every page is there, as
+ * populate meets a range locked already (a lock again, mlockall() again,
+ * each round of stress-ng's --mlockmany): its FOLL_TOUCH on each page
+ * (mlf_touch()), a pte apart rather than a walk from the top each.
+ * Returns where it stopped: the first page GUP does more for (none, a
+ * COW to break, a NUMA-hinting, special or huge mapping) or a fatal
+ * signal, which GUP then takes from there.  Under the mmap_lock.
+ */
+static unsigned long mlf_touch_range(struct vm_area_struct *vma,
+				     unsigned long addr, unsigned long end)
+{
+	bool write = mlf_populate_writes(vma);
+	unsigned long next;
+
+	for (; addr < end; cond_resched()) {
+		pmd_t *pmd = mlf_pmd_of(vma->vm_mm, addr, end, &next);
+		spinlock_t *ptl;	/* the page table's lock, from the kernel */
+		pte_t *start_pte, *pte;
+
+		if (!pmd || !mlf_table_entry(mlf_pmd_val(READ_ONCE(*pmd))))
+			break;
+		start_pte = mlf_pte_map_lock(vma, pmd, addr, &ptl, true);
+		if (!start_pte)
+			break;
+		for (pte = start_pte; addr != next; pte++, addr += PAGE_SIZE) {
+			pte_t ptent = ptep_get(pte);
+			struct folio *folio;
+
+			if (!pte_present(ptent) || pte_protnone(ptent) ||
+			    (write && !pte_write(ptent)) ||
+			    fatal_signal_pending(current))
+				break;
+			folio = mlf_pte_folio(ptent);
+			if (!folio)
+				break;
+			if (write && !pte_dirty(ptent) && !folio_test_dirty(folio))
+				folio_mark_dirty(folio);
+			folio_mark_accessed(folio);
+		}
+		pte_unmap_unlock(start_pte, ptl);
+		if (addr != next)
+			break;
+	}
+	return addr;
 }
 
 /*
@@ -1098,7 +1179,7 @@ static bool mlf_fault_here(struct vm_area_struct *vma, unsigned long addr,
 static long mlf_fault_in(struct vm_area_struct *vma, unsigned long addr,
 			 bool absent, int *locked)
 {
-	bool write = (vma->vm_flags & (VM_WRITE | VM_SHARED)) == VM_WRITE;
+	bool write = mlf_populate_writes(vma);
 	unsigned int flags = FAULT_FLAG_ALLOW_RETRY | FAULT_FLAG_KILLABLE;
 	unsigned long next;
 	pmd_t *pmd = NULL;
@@ -1167,6 +1248,12 @@ static long mlf_populate_span(struct mm_struct *mm, unsigned long addr,
 				mlf_call(lru_add_drain)();	/* as GUP's */
 			if (!*locked)
 				continue;	/* again from addr, as GUP */
+		} else if (!absent && mlf_gup_plain(vma)) {
+			addr = mlf_touch_range(vma, addr, vend);
+			if (addr == vend) {
+				mlf_call(lru_add_drain)();	/* as populate's */
+				continue;
+			}
 		}
 		if (!ret)
 			ret = mlf_call(populate_vma_page_range)(vma, addr, vend,

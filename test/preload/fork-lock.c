@@ -34,9 +34,6 @@
 #include <linux/mlockfast.h>
 #include "timing.h"
 
-
-
-
 static int thp;
 static int dev = -1;	/* -k ioctl: the parent's descriptor */
 static long long *call_ns;	/* shared: the child's lock call, timed by it */

@@ -286,6 +286,106 @@ DIFF_TEST(lock_twice_unlock_once)
 	diff_state(log, "unlocked");
 }
 
+/*
+ * A range locked already is only populated again: every page there is
+ * touched as GUP would, and GUP takes over at the first it does more for
+ * (a COW shared with a child, a page made absent by the child's exit
+ * and a hole the lock never populated, a read-only file page).
+ */
+DIFF_TEST(lock_again_what_populate_meets)
+{
+	int fd = new_file("/tmp", 8);
+	char *m = diff_map(0, 16 * PAGE, RW, ANON, -1);
+	char *f = diff_map(24 * PAGE, 8 * PAGE, PROT_READ, MAP_PRIVATE, fd);
+	char *s = diff_map(40 * PAGE, 8 * PAGE, RW, MAP_SHARED, fd);
+	int fds[2];
+	pid_t pid;
+	char c;
+
+	diff_touch(m, 16 * PAGE, 1);
+	diff_touch(f, 8 * PAGE, 0);
+	diff_touch(s, 4 * PAGE, 0);
+	diff_ret(log, "lock", p->lock(m, 16 * PAGE));
+	diff_ret(log, "lock file private", p->lock(f, 8 * PAGE));
+	diff_ret(log, "lock file shared", p->lock(s, 8 * PAGE));
+	diff_ret(log, "lock again", p->lock(m, 16 * PAGE));
+	diff_ret(log, "lock file private again", p->lock(f, 8 * PAGE));
+	diff_ret(log, "lock file shared again", p->lock(s, 8 * PAGE));
+	diff_state(log, "locked twice");
+	if (pipe(fds))
+		_exit(92);
+	pid = fork();
+	if (pid == 0) {
+		close(fds[1]);
+		if (read(fds[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	/* The child's copy is not locked: the pages are COW-shared. */
+	diff_ret(log, "lock the second half again",
+		 p->lock(m + 8 * PAGE, 8 * PAGE));
+	diff_state(log, "second half's COW broken");
+	diff_ret(log, "lock all again", p->lock(m, 16 * PAGE));
+	diff_state(log, "all COW broken");
+	close(fds[1]);
+	waitpid(pid, NULL, 0);
+	diff_ret(log, "lockall", p->lockall(MCL_CURRENT));
+	diff_ret(log, "lockall again", p->lockall(MCL_CURRENT));
+	diff_state(log, "lockall twice");
+	diff_ret(log, "unlockall", p->unlockall());
+	diff_state(log, "unlocked");
+	close(fd);
+}
+
+/*
+ * GUP refuses a VMA whose protection key this thread may not use: mlock
+ * locks it, then populate fails (ENOMEM), pages present or not.  QEMU's
+ * "max" CPU has protection keys; a machine without them skips.
+ */
+static void scn_protection_key_closed(const struct path_ops *p,
+				      struct diff_log *log);
+
+TEST(protection_key_closed)
+{
+	int k = pkey_alloc(0, 0);
+
+	if (k < 0)
+		SKIP(return, "no protection keys: %s", strerror(errno));
+	pkey_free(k);
+	ASSERT_LE(0, mlf_fd());
+	EXPECT_EQ(0, diff_run("protection_key_closed",
+			      scn_protection_key_closed));
+}
+
+static void scn_protection_key_closed(const struct path_ops *p,
+				      struct diff_log *log)
+{
+	char *m = diff_map(0, 8 * PAGE, RW, ANON, -1);
+	char *n = diff_map(16 * PAGE, 8 * PAGE, RW, ANON, -1);
+	int k = pkey_alloc(0, 0);
+
+	if (k < 0)
+		_exit(90);
+	diff_touch(m, 8 * PAGE, 1);
+	diff_touch(n, 4 * PAGE, 1);
+	if (pkey_mprotect(m, 4 * PAGE, RW, k) ||
+	    pkey_mprotect(n, 8 * PAGE, RW, k))
+		_exit(91);
+	pkey_set(k, PKEY_DISABLE_ACCESS);
+	diff_ret(log, "lock, key closed", p->lock(m, 8 * PAGE));
+	diff_ret(log, "lock one present page", p->lock(n + PAGE, PAGE));
+	diff_ret(log, "lock one absent page", p->lock(n + 6 * PAGE, PAGE));
+	diff_ret(log, "lock again", p->lock(m, 8 * PAGE));
+	pkey_set(k, PKEY_DISABLE_WRITE);
+	diff_ret(log, "lock, key read-only", p->lock(n, 8 * PAGE));
+	diff_ret(log, "lock2 onfault", p->lock2(n, 8 * PAGE, MLOCK_ONFAULT));
+	pkey_set(k, 0);
+	diff_state(log, "locked");
+	diff_ret(log, "unlock", p->unlock(m, 24 * PAGE));
+	pkey_free(k);
+	diff_state(log, "unlocked");
+}
+
 DIFF_TEST(onfault)
 {
 	char *m = diff_map(0, 16 * PAGE, RW, ANON, -1);
