@@ -82,9 +82,9 @@ static __always_inline struct folio *mlf_pte_folio(pte_t pte)
  * tables under the read lock (MLF_ANON_TABLES_FREED_SHARED), a walk holding
  * only that (@shared) asks the kernel too.
  */
-static inline pte_t *mlf_pte_map_lock(struct vm_area_struct *vma, pmd_t *pmd,
-				      unsigned long addr, spinlock_t **ptl,
-				      bool shared)
+static __always_inline pte_t *mlf_pte_map_lock(struct vm_area_struct *vma,
+					       pmd_t *pmd, unsigned long addr,
+					       spinlock_t **ptl, bool shared)
 {
 	unsigned long val = mlf_pmd_val(READ_ONCE(*pmd)), pfn;
 
