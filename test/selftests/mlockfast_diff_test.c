@@ -50,6 +50,28 @@ static int new_file(const char *dir, size_t pages)
 	return fd;
 }
 
+/*
+ * A child that holds the address space's pages shared (COW) until the
+ * caller closes fds[1], the write end of the pipe the child waits on.
+ */
+static pid_t sharing_child(int fds[2])
+{
+	pid_t pid;
+	char c;
+
+	if (pipe(fds))
+		_exit(92);
+	pid = fork();
+	if (pid == 0) {
+		close(fds[1]);
+		if (read(fds[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[0]);
+	return pid;
+}
+
 DIFF_TEST(anon_touched)
 {
 	char *m = diff_map(0, 16 * PAGE, RW, ANON, -1);
@@ -300,7 +322,6 @@ DIFF_TEST(lock_again_what_populate_meets)
 	char *s = diff_map(40 * PAGE, 8 * PAGE, RW, MAP_SHARED, fd);
 	int fds[2];
 	pid_t pid;
-	char c;
 
 	diff_touch(m, 16 * PAGE, 1);
 	diff_touch(f, 8 * PAGE, 0);
@@ -312,15 +333,7 @@ DIFF_TEST(lock_again_what_populate_meets)
 	diff_ret(log, "lock file private again", p->lock(f, 8 * PAGE));
 	diff_ret(log, "lock file shared again", p->lock(s, 8 * PAGE));
 	diff_state(log, "locked twice");
-	if (pipe(fds))
-		_exit(92);
-	pid = fork();
-	if (pid == 0) {
-		close(fds[1]);
-		if (read(fds[0], &c, 1) < 0)
-			_exit(1);
-		_exit(0);
-	}
+	pid = sharing_child(fds);
 	/* The child's copy is not locked: the pages are COW-shared. */
 	diff_ret(log, "lock the second half again",
 		 p->lock(m + 8 * PAGE, 8 * PAGE));
@@ -470,19 +483,9 @@ DIFF_TEST(cow_after_fork)
 	char *m = diff_map(0, 8 * PAGE, RW, ANON, -1);
 	pid_t pid;
 	int fds[2];
-	char c;
 
 	diff_touch(m, 8 * PAGE, 1);
-	if (pipe(fds))
-		_exit(92);
-	pid = fork();
-	if (pid == 0) {
-		/* hold the pages shared until the parent is done */
-		close(fds[1]);
-		if (read(fds[0], &c, 1) < 0)
-			_exit(1);
-		_exit(0);
-	}
+	pid = sharing_child(fds);
 	diff_state(log, "shared with child");
 	diff_ret(log, "lock", p->lock(m, 8 * PAGE));
 	diff_state(log, "locked: COW broken");
