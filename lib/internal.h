@@ -39,6 +39,13 @@ extern atomic_int mlf_routed __attribute__((visibility("hidden")));
  * libc's syscall(), looked up on first use.
  */
 long mlf_syscall(long nr, long a0, long a1, long a2, long a3, long a4, long a5);
+
+/*
+ * The device's ioctl as the raw system call: 0, or -errno, errno left as it
+ * was.  The hot path then never reads or writes errno (each access is a
+ * call into libc) unless the device's answer is an error.
+ */
+long mlf_raw_ioctl(int fd, unsigned long cmd, void *arg);
 #define libc_mlock(a, l)	((int)mlf_syscall(SYS_mlock, (long)(a), (long)(l), 0, 0, 0, 0))
 #define libc_mlock2(a, l, f)	((int)mlf_syscall(SYS_mlock2, (long)(a), (long)(l), (long)(f), 0, 0, 0))
 #define libc_munlock(a, l)	((int)mlf_syscall(SYS_munlock, (long)(a), (long)(l), 0, 0, 0, 0))
@@ -48,8 +55,21 @@ long mlf_syscall(long nr, long a0, long a1, long a2, long a3, long a4, long a5);
 /* Once per process: the environment; idempotent. */
 void mlf_init(void);
 
-/* MLOCKFAST_MODE as MLOCKFAST_MODE_* bits (0 when unset). */
-unsigned int mlf_env_mode(void);
+/*
+ * The environment as mlf_init() read it, for the interposers to read
+ * inline: MLOCKFAST_MODE as MLOCKFAST_MODE_* bits (0 when unset), and
+ * MLOCKFAST_DEBUG.  Valid once mlf_ready is 1.
+ */
+extern atomic_int mlf_ready __attribute__((visibility("hidden")));
+extern unsigned int mlf_cfg_mode __attribute__((visibility("hidden")));
+extern int mlf_cfg_debug __attribute__((visibility("hidden")));
+
+static inline unsigned int mlf_env_mode(void)
+{
+	if (!atomic_load_explicit(&mlf_ready, memory_order_acquire))
+		mlf_init();
+	return mlf_cfg_mode;
+}
 
 /*
  * Send @cmd with @arg to the device.  MLF_DEVICE: *ret is its result, errno
@@ -66,8 +86,16 @@ void mlf_count_syscall(void);
 /* Count one it made as a system call because the kernel routes it. */
 void mlf_count_routed(void);
 
-/* MLOCKFAST_DEBUG=1: one stderr line "mlockfast: CALL = RET [ROUTE]". */
-void mlf_trace(enum mlf_route route, long ret, const char *fmt, ...)
+/*
+ * MLOCKFAST_DEBUG=1: one stderr line "mlockfast: CALL = RET [ROUTE]".  The
+ * flag is read here, so that a call without it costs no variadic call.
+ */
+void mlf_trace_line(enum mlf_route route, long ret, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+#define mlf_trace(route, ret, ...)					\
+	do {								\
+		if (__builtin_expect(mlf_cfg_debug, 0))			\
+			mlf_trace_line(route, ret, __VA_ARGS__);	\
+	} while (0)
 
 #endif

@@ -14,7 +14,9 @@
  * ioctl: whether the kernel routes the process's plain calls to the module
  * (mlf_routed), in which case the interposers make the system call.  A
  * fallback is the system call itself, with nothing to look up.  The hot path takes no lock and
- * allocates nothing: an acquire load of the descriptor and the ioctl.  It
+ * allocates nothing: an acquire load of the descriptor and the ioctl, made
+ * raw so that errno is neither read nor written unless the answer is an
+ * error (each access is a call into libc).  It
  * writes nothing of ours either (the counters only count for MLOCKFAST_STATS,
  * and the ioctl is not bound through our GOT), so that a forked child's first
  * lock does not pay a copy-on-write fault of our data page.
@@ -54,10 +56,11 @@ static atomic_long retry_at;	/* 0: the constructor has not tried yet */
 static atomic_uint fail_euid, fail_egid;
 
 static struct {
-	int strict, debug, stats;
-	unsigned int mode;
+	int strict, stats;
 } cfg;
-static atomic_int ready;
+atomic_int mlf_ready;
+unsigned int mlf_cfg_mode;
+int mlf_cfg_debug;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static atomic_ulong n_device[MLF_OP_NR], n_syscall, n_refused, n_routed;
@@ -131,9 +134,25 @@ long mlf_syscall(long nr, long a0, long a1, long a2, long a3, long a4, long a5)
 #endif
 }
 
-static int dev_ioctl(int fd, unsigned long cmd, void *arg)
+long mlf_raw_ioctl(int fd, unsigned long cmd, void *arg)
 {
-	return (int)mlf_syscall(SYS_ioctl, fd, (long)cmd, (long)arg, 0, 0, 0);
+#ifdef __x86_64__
+	long ret;
+
+	__asm__ volatile ("syscall"
+			  : "=a" (ret)
+			  : "0" ((long)SYS_ioctl), "D" ((long)fd), "S" (cmd), "d" (arg)
+			  : "rcx", "r11", "memory");
+	return ret;
+#else
+	int err = errno;
+	long ret = mlf_syscall(SYS_ioctl, fd, (long)cmd, (long)arg, 0, 0, 0);
+
+	if (ret < 0)
+		ret = -errno;
+	errno = err;
+	return ret;
+#endif
 }
 
 /* 0 or 1; anything else is reported and taken as 0. */
@@ -181,10 +200,13 @@ static void child_reset(void)
 static long now_s(void)
 {
 	struct timespec t;
+	int err = errno;
 
 	/* The coarse clock is a vDSO read: no system call. */
-	if (clock_gettime(CLOCK_MONOTONIC_COARSE, &t))
+	if (clock_gettime(CLOCK_MONOTONIC_COARSE, &t)) {
+		errno = err;	/* the caller's */
 		return 0;
+	}
 	return t.tv_sec;
 }
 
@@ -226,24 +248,26 @@ static void route_query(int fd)
 {
 	struct mlockfast_route r = { .size = sizeof(r), .choice = MLOCKFAST_ROUTE_QUERY };
 
-	if (!dev_ioctl(fd, MLOCKFAST_IOC_ROUTE, &r))
+	if (!mlf_raw_ioctl(fd, MLOCKFAST_IOC_ROUTE, &r))
 		atomic_store_explicit(&mlf_routed, r.routed == 1, memory_order_relaxed);
 }
 
 /* Open the device; of two threads racing here, one descriptor is kept. */
 static int fd_open(void)
 {
-	int expected = FD_NONE, fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
+	int err = errno, expected = FD_NONE;
+	int fd = open(MLOCKFAST_DEVICE, O_RDWR | O_CLOEXEC);
 
 	if (fd < 0) {
 		open_failed(errno);
-		return FD_NONE;
-	}
-	if (!atomic_compare_exchange_strong(&dev_fd, &expected, fd)) {
+		fd = FD_NONE;
+	} else if (!atomic_compare_exchange_strong(&dev_fd, &expected, fd)) {
 		close(fd);	/* another thread's open won */
-		return expected;
+		fd = expected;
+	} else {
+		route_query(fd);
 	}
-	route_query(fd);
+	errno = err;
 	return fd;
 }
 
@@ -275,9 +299,12 @@ static int retry_due(void)
 static int fd_stale(int fd)
 {
 	struct stat st, dev;
+	int err = errno, ours;
 
-	if (!fstat(fd, &st) && S_ISCHR(st.st_mode) && !stat(MLOCKFAST_DEVICE, &dev) &&
-	    st.st_rdev == dev.st_rdev)
+	ours = !fstat(fd, &st) && S_ISCHR(st.st_mode) && !stat(MLOCKFAST_DEVICE, &dev) &&
+	       st.st_rdev == dev.st_rdev;
+	errno = err;
+	if (ours)
 		return 0;
 	if (atomic_compare_exchange_strong(&dev_fd, &fd, FD_NONE))
 		atomic_store_explicit(&retry_at, 0, memory_order_release);
@@ -287,24 +314,18 @@ static int fd_stale(int fd)
 static void init_once(void)
 {
 	cfg.strict = env_flag("MLOCKFAST_STRICT");
-	cfg.debug = env_flag("MLOCKFAST_DEBUG");
+	mlf_cfg_debug = env_flag("MLOCKFAST_DEBUG");
 	cfg.stats = env_flag("MLOCKFAST_STATS");
-	cfg.mode = env_mode_bits();
+	mlf_cfg_mode = env_mode_bits();
 	if (cfg.stats)
 		pthread_atfork(NULL, NULL, child_reset);
-	atomic_store_explicit(&ready, 1, memory_order_release);
+	atomic_store_explicit(&mlf_ready, 1, memory_order_release);
 }
 
 void mlf_init(void)
 {
-	if (!atomic_load_explicit(&ready, memory_order_acquire))
+	if (!atomic_load_explicit(&mlf_ready, memory_order_acquire))
 		pthread_once(&once, init_once);
-}
-
-unsigned int mlf_env_mode(void)
-{
-	mlf_init();
-	return cfg.mode;
 }
 
 /*
@@ -355,27 +376,33 @@ static int declined(int err, int arg_is_user)
 	return 0;
 }
 
+/*
+ * errno is the caller's throughout unless the device's answer is an error:
+ * the helpers off the hot path keep it themselves.
+ */
 enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd, void *arg,
 			 int arg_is_user, int *ret)
 {
-	int saved = errno, decline = 0;
+	int decline = 0;
 
 	mlf_init();
 	for (int tries = 0; tries < 2; tries++) {
 		int fd = atomic_load_explicit(&dev_fd, memory_order_acquire);
+		long r;
 
 		if (fd == FD_NONE && retry_due())
 			fd = fd_open();
 		if (fd < 0)
 			break;
-		*ret = dev_ioctl(fd, cmd, arg) ? -1 : 0;
-		if (!*ret || !declined(errno, arg_is_user)) {
+		r = mlf_raw_ioctl(fd, cmd, arg);
+		if (!r || !declined((int)-r, arg_is_user)) {
 			count(&n_device[op]);
-			if (!*ret)
-				errno = saved;
+			*ret = r ? -1 : 0;
+			if (r)
+				errno = (int)-r;
 			return MLF_DEVICE;
 		}
-		decline = errno;
+		decline = (int)-r;
 		if (!fd_stale(fd))
 			break;
 	}
@@ -396,7 +423,6 @@ enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd, void *arg,
 		return MLF_REFUSED;
 	}
 	mlf_count_syscall();
-	errno = saved;
 	return MLF_SYSCALL;
 }
 
@@ -410,15 +436,13 @@ void mlf_count_routed(void)
 	count(&n_routed);
 }
 
-void mlf_trace(enum mlf_route route, long ret, const char *fmt, ...)
+void mlf_trace_line(enum mlf_route route, long ret, const char *fmt, ...)
 {
 	static const char * const where[] = { "device", "syscall", "refused", "routed" };
 	char call[160];
 	int err = errno;
 	va_list ap;
 
-	if (!cfg.debug)
-		return;
 	va_start(ap, fmt);
 	vsnprintf(call, sizeof(call), fmt, ap);
 	va_end(ap);
