@@ -45,7 +45,20 @@ long mlf_syscall(long nr, long a0, long a1, long a2, long a3, long a4, long a5);
  * was.  The hot path then never reads or writes errno (each access is a
  * call into libc) unless the device's answer is an error.
  */
+#ifdef __x86_64__
+static inline long mlf_raw_ioctl(int fd, unsigned long cmd, void *arg)
+{
+	long ret;
+
+	__asm__ volatile ("syscall"
+			  : "=a" (ret)
+			  : "0" ((long)SYS_ioctl), "D" ((long)fd), "S" (cmd), "d" (arg)
+			  : "rcx", "r11", "memory");
+	return ret;
+}
+#else
 long mlf_raw_ioctl(int fd, unsigned long cmd, void *arg);
+#endif
 #define libc_mlock(a, l)	((int)mlf_syscall(SYS_mlock, (long)(a), (long)(l), 0, 0, 0, 0))
 #define libc_mlock2(a, l, f)	((int)mlf_syscall(SYS_mlock2, (long)(a), (long)(l), (long)(f), 0, 0, 0))
 #define libc_munlock(a, l)	((int)mlf_syscall(SYS_munlock, (long)(a), (long)(l), 0, 0, 0, 0))
@@ -71,14 +84,51 @@ static inline unsigned int mlf_env_mode(void)
 	return mlf_cfg_mode;
 }
 
+/* The descriptor (-1: none yet, or none to be had) and MLOCKFAST_STATS's. */
+extern atomic_int mlf_dev_fd __attribute__((visibility("hidden")));
+extern int mlf_cfg_stats __attribute__((visibility("hidden")));
+extern atomic_ulong mlf_n_device[MLF_OP_NR] __attribute__((visibility("hidden")));
+
+static inline void mlf_count(atomic_ulong *n)
+{
+	if (mlf_cfg_stats)
+		atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
+}
+
+/*
+ * mlf_route() past its first ioctl: @r is that ioctl's answer, made on
+ * @fd, or @fd is -1 and none was made.
+ */
+enum mlf_route mlf_route_rest(enum mlf_op op, unsigned long cmd, void *arg,
+			      int arg_is_user, int *ret, int fd, long r);
+
 /*
  * Send @cmd with @arg to the device.  MLF_DEVICE: *ret is its result, errno
  * set.  MLF_SYSCALL: missing or declined, not strict.  MLF_REFUSED: *ret is
  * -1, errno ENODEV (no device) or ENOSYS (declined).  @arg_is_user: an
  * EFAULT may be the caller's pointer, so it is an answer, not a decline.
+ * Inline up to the device's success, every call's path: the descriptor,
+ * the ioctl, the counter.
  */
-enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd, void *arg,
-			 int arg_is_user, int *ret);
+static inline enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd,
+				       void *arg, int arg_is_user, int *ret)
+{
+	int fd = atomic_load_explicit(&mlf_dev_fd, memory_order_acquire);
+	long r = 0;
+
+	if (__builtin_expect(fd >= 0 &&
+			     atomic_load_explicit(&mlf_ready, memory_order_acquire), 1)) {
+		r = mlf_raw_ioctl(fd, cmd, arg);
+		if (__builtin_expect(!r, 1)) {
+			mlf_count(&mlf_n_device[op]);
+			*ret = 0;
+			return MLF_DEVICE;
+		}
+	} else {
+		fd = -1;
+	}
+	return mlf_route_rest(op, cmd, arg, arg_is_user, ret, fd, r);
+}
 
 /* Count a call the caller made as a system call without asking the device. */
 void mlf_count_syscall(void);

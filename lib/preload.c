@@ -30,8 +30,12 @@ static int kernel_routes(unsigned int mode, enum mlf_route *route)
 	return 1;
 }
 
-/* mlock2's flags are all the device is given; it judges those, libc the rest. */
-static int lock(const void *addr, size_t len, unsigned int flags, enum mlf_route *route)
+/*
+ * mlock2's flags are all the device is given; it judges those, libc the
+ * rest.  These four are inline in each interposer: the device's path is
+ * then one function, with no result passed through memory.
+ */
+static inline __attribute__((always_inline)) int lock(const void *addr, size_t len, unsigned int flags, enum mlf_route *route)
 {
 	struct mlockfast_range r = {
 		.size = sizeof(r), .flags = flags | mlf_env_mode(),
@@ -50,7 +54,8 @@ static int lock(const void *addr, size_t len, unsigned int flags, enum mlf_route
 	return ret;
 }
 
-static int unlock(const void *addr, size_t len, enum mlf_route *route)
+static inline __attribute__((always_inline)) int unlock(const void *addr, size_t len,
+							 enum mlf_route *route)
 {
 	struct mlockfast_range r = {
 		.size = sizeof(r), .flags = mlf_env_mode(),
@@ -65,7 +70,7 @@ static int unlock(const void *addr, size_t len, enum mlf_route *route)
 }
 
 /* Mode bits would overlap flags mlockall does not know: libc judges those. */
-static int lockall(int flags, enum mlf_route *route)
+static inline __attribute__((always_inline)) int lockall(int flags, enum mlf_route *route)
 {
 	struct mlockfast_all a = { .size = sizeof(a) };
 	int ret = 0;
@@ -82,7 +87,7 @@ static int lockall(int flags, enum mlf_route *route)
 	return ret;
 }
 
-static int unlockall(enum mlf_route *route)
+static inline __attribute__((always_inline)) int unlockall(enum mlf_route *route)
 {
 	int ret = 0;
 

@@ -38,10 +38,10 @@
 #include <linux/mlockfast.h>
 #include "internal.h"
 
-/* dev_fd: an open descriptor, or FD_NONE (see retry_at). */
+/* mlf_dev_fd: an open descriptor, or FD_NONE (see retry_at). */
 #define FD_NONE		(-1)
 
-static atomic_int dev_fd = FD_NONE;
+atomic_int mlf_dev_fd = FD_NONE;
 static atomic_int open_errno;	/* of the last failed open, for strict mode's line */
 
 /*
@@ -56,21 +56,21 @@ static atomic_long retry_at;	/* 0: the constructor has not tried yet */
 static atomic_uint fail_euid, fail_egid;
 
 static struct {
-	int strict, stats;
+	int strict;
 } cfg;
 atomic_int mlf_ready;
 unsigned int mlf_cfg_mode;
-int mlf_cfg_debug;
+int mlf_cfg_debug, mlf_cfg_stats;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static atomic_ulong n_device[MLF_OP_NR], n_syscall, n_refused, n_routed;
+atomic_ulong mlf_n_device[MLF_OP_NR];
+static atomic_ulong n_syscall, n_refused, n_routed;
 
 atomic_int mlf_routed;
 
 static void count(atomic_ulong *n)
 {
-	if (cfg.stats)
-		atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
+	mlf_count(n);
 }
 
 static atomic_int strict_said;
@@ -134,17 +134,9 @@ long mlf_syscall(long nr, long a0, long a1, long a2, long a3, long a4, long a5)
 #endif
 }
 
+#ifndef __x86_64__
 long mlf_raw_ioctl(int fd, unsigned long cmd, void *arg)
 {
-#ifdef __x86_64__
-	long ret;
-
-	__asm__ volatile ("syscall"
-			  : "=a" (ret)
-			  : "0" ((long)SYS_ioctl), "D" ((long)fd), "S" (cmd), "d" (arg)
-			  : "rcx", "r11", "memory");
-	return ret;
-#else
 	int err = errno;
 	long ret = mlf_syscall(SYS_ioctl, fd, (long)cmd, (long)arg, 0, 0, 0);
 
@@ -152,8 +144,8 @@ long mlf_raw_ioctl(int fd, unsigned long cmd, void *arg)
 		ret = -errno;
 	errno = err;
 	return ret;
-#endif
 }
+#endif
 
 /* 0 or 1; anything else is reported and taken as 0. */
 static int env_flag(const char *name)
@@ -191,7 +183,7 @@ static unsigned int env_mode_bits(void)
 static void child_reset(void)
 {
 	for (int i = 0; i < MLF_OP_NR; i++)
-		atomic_store_explicit(&n_device[i], 0, memory_order_relaxed);
+		atomic_store_explicit(&mlf_n_device[i], 0, memory_order_relaxed);
 	atomic_store_explicit(&n_syscall, 0, memory_order_relaxed);
 	atomic_store_explicit(&n_refused, 0, memory_order_relaxed);
 	atomic_store_explicit(&n_routed, 0, memory_order_relaxed);
@@ -261,7 +253,7 @@ static int fd_open(void)
 	if (fd < 0) {
 		open_failed(errno);
 		fd = FD_NONE;
-	} else if (!atomic_compare_exchange_strong(&dev_fd, &expected, fd)) {
+	} else if (!atomic_compare_exchange_strong(&mlf_dev_fd, &expected, fd)) {
 		close(fd);	/* another thread's open won */
 		fd = expected;
 	} else {
@@ -306,7 +298,7 @@ static int fd_stale(int fd)
 	errno = err;
 	if (ours)
 		return 0;
-	if (atomic_compare_exchange_strong(&dev_fd, &fd, FD_NONE))
+	if (atomic_compare_exchange_strong(&mlf_dev_fd, &fd, FD_NONE))
 		atomic_store_explicit(&retry_at, 0, memory_order_release);
 	return 1;
 }
@@ -315,9 +307,9 @@ static void init_once(void)
 {
 	cfg.strict = env_flag("MLOCKFAST_STRICT");
 	mlf_cfg_debug = env_flag("MLOCKFAST_DEBUG");
-	cfg.stats = env_flag("MLOCKFAST_STATS");
+	mlf_cfg_stats = env_flag("MLOCKFAST_STATS");
 	mlf_cfg_mode = env_mode_bits();
-	if (cfg.stats)
+	if (mlf_cfg_stats)
 		pthread_atfork(NULL, NULL, child_reset);
 	atomic_store_explicit(&mlf_ready, 1, memory_order_release);
 }
@@ -337,7 +329,7 @@ __attribute__((constructor)) static void mlf_ctor(void)
 	int err = errno;
 
 	mlf_init();
-	if (atomic_load(&dev_fd) == FD_NONE && retry_due())
+	if (atomic_load(&mlf_dev_fd) == FD_NONE && retry_due())
 		fd_open();
 	errno = err;
 }
@@ -351,11 +343,11 @@ __attribute__((destructor)) static void mlf_report(void)
 	char buf[256];
 	int n = 0;
 
-	if (!cfg.stats)
+	if (!mlf_cfg_stats)
 		return;
 	for (int i = 0; i < MLF_OP_NR; i++)
 		n += snprintf(buf + n, sizeof(buf) - n, " %s %lu", names[i],
-			      atomic_load(&n_device[i]));
+			      atomic_load(&mlf_n_device[i]));
 	say("pid %d: device%s; syscall %lu; refused %lu; routed %lu", (int)getpid(), buf,
 	    atomic_load(&n_syscall), atomic_load(&n_refused), atomic_load(&n_routed));
 }
@@ -380,25 +372,25 @@ static int declined(int err, int arg_is_user)
  * errno is the caller's throughout unless the device's answer is an error:
  * the helpers off the hot path keep it themselves.
  */
-enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd, void *arg,
-			 int arg_is_user, int *ret)
+enum mlf_route mlf_route_rest(enum mlf_op op, unsigned long cmd, void *arg,
+			      int arg_is_user, int *ret, int fd, long r)
 {
 	int decline = 0;
 
 	mlf_init();
 	for (int tries = 0; tries < 2; tries++) {
-		int fd = atomic_load_explicit(&dev_fd, memory_order_acquire);
-		long r;
-
-		if (fd == FD_NONE && retry_due())
-			fd = fd_open();
-		if (fd < 0)
-			break;
-		r = mlf_raw_ioctl(fd, cmd, arg);
-		if (!r || !declined((int)-r, arg_is_user)) {
-			count(&n_device[op]);
-			*ret = r ? -1 : 0;
-			if (r)
+		if (tries || fd == FD_NONE) {
+			fd = atomic_load_explicit(&mlf_dev_fd, memory_order_acquire);
+			if (fd == FD_NONE && retry_due())
+				fd = fd_open();
+			if (fd < 0)
+				break;
+			r = mlf_raw_ioctl(fd, cmd, arg);
+		}
+		if (r >= 0 || !declined((int)-r, arg_is_user)) {
+			count(&mlf_n_device[op]);
+			*ret = r < 0 ? -1 : 0;
+			if (r < 0)
 				errno = (int)-r;
 			return MLF_DEVICE;
 		}
