@@ -153,11 +153,17 @@ MLF_EXPORT int munlockall(void)
 }
 
 /*
- * glibc's syscall(number, ...): six argument registers are read whatever
- * the number, as glibc's own does; the kernel takes mlock2's and
- * mlockall's flags as int.
+ * glibc's syscall(number, ...) for the mlock family's numbers: six argument
+ * registers are read whatever the number, as glibc's own does; the kernel
+ * takes mlock2's and mlockall's flags as int.
  */
+#ifdef __x86_64__
+__attribute__((visibility("hidden"), used))
+long mlf_syscall_family(long number, ...);
+long mlf_syscall_family(long number, ...)
+#else
 MLF_EXPORT long syscall(long number, ...)
+#endif
 {
 	enum mlf_route route;
 	const void *addr;
@@ -193,3 +199,56 @@ MLF_EXPORT long syscall(long number, ...)
 	mlf_trace(route, ret, "syscall(%ld, %#lx, %#lx, %#lx)", number, a[0], a[1], a[2]);
 	return ret;
 }
+
+#ifdef __x86_64__
+/* A failed system call of syscall() below: errno, and -1. */
+__attribute__((visibility("hidden"), used))
+long mlf_syscall_failed(long ret);
+long mlf_syscall_failed(long ret)
+{
+	errno = (int)-ret;
+	return -1;
+}
+
+#define MLF_STR_(x)	#x
+#define MLF_STR(x)	MLF_STR_(x)
+_Static_assert(SYS_munlock == SYS_mlock + 1 && SYS_mlockall == SYS_mlock + 2 &&
+	       SYS_munlockall == SYS_mlock + 3, "syscall() below tests one range");
+
+/*
+ * syscall() itself, every program's (Rust's futexes go through it): any
+ * number but the mlock family's is made as glibc makes it, the registers
+ * shifted and one syscall instruction, so that preloading costs it a
+ * compare (a C variadic function would read all six arguments, some 50
+ * instructions a call).  The family's numbers jump, with every register
+ * and the stack as the caller left them, to mlf_syscall_family() above.
+ */
+__asm__(
+"	.text\n"
+"	.globl	syscall\n"
+"	.type	syscall, @function\n"
+"	.p2align 4\n"
+"syscall:\n"
+"	.cfi_startproc\n"
+"	leaq	-" MLF_STR(SYS_mlock) "(%rdi), %r11\n"
+"	cmpq	$3, %r11\n"
+"	jbe	mlf_syscall_family\n"
+"	cmpq	$" MLF_STR(SYS_mlock2) ", %rdi\n"
+"	je	mlf_syscall_family\n"
+"	movq	%rdi, %rax\n"
+"	movq	%rsi, %rdi\n"
+"	movq	%rdx, %rsi\n"
+"	movq	%rcx, %rdx\n"
+"	movq	%r8, %r10\n"
+"	movq	%r9, %r8\n"
+"	movq	8(%rsp), %r9\n"
+"	syscall\n"
+"	cmpq	$-4095, %rax\n"
+"	jae	1f\n"
+"	ret\n"
+"1:	movq	%rax, %rdi\n"
+"	jmp	mlf_syscall_failed\n"
+"	.cfi_endproc\n"
+"	.size	syscall, .-syscall\n"
+);
+#endif

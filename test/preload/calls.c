@@ -136,6 +136,7 @@ static void scn_mlockall(const struct path_ops *po, struct diff_log *log)
 static void scn_syscall(const struct path_ops *po, struct diff_log *log)
 {
 	char *p = anon(0, 8, 1), *m;
+	int fd;
 
 	(void)po;
 	diff_ret(log, "SYS_mlock", syscall(SYS_mlock, p, 4 * PAGE));
@@ -156,6 +157,16 @@ static void scn_syscall(const struct path_ops *po, struct diff_log *log)
 			    ANON | MAP_FIXED_NOREPLACE, -1, 0);
 	diff_note(log, "SYS_mmap at %d", m == DIFF_BASE + 64 * PAGE);
 	diff_state(log, "mmap'd");
+	/* an error's errno, and a sixth argument that matters (the offset) */
+	diff_ret(log, "SYS_close -1", syscall(SYS_close, -1));
+	fd = (int)syscall(SYS_memfd_create, "mlf-calls", 0);
+	diff_note(log, "SYS_memfd_create %d", fd >= 0 && !ftruncate(fd, 2 * PAGE) &&
+		  pwrite(fd, "x", 1, PAGE) == 1);
+	m = (char *)syscall(SYS_mmap, NULL, PAGE, PROT_READ, MAP_SHARED, fd, PAGE);
+	diff_note(log, "SYS_mmap offset %d", m != MAP_FAILED && m[0] == 'x');
+	if (m != MAP_FAILED)
+		munmap(m, PAGE);
+	close(fd);
 }
 
 static void scn_limits(const struct path_ops *po, struct diff_log *log)
