@@ -212,6 +212,12 @@ long mlf_syscall_failed(long ret)
 
 #define MLF_STR_(x)	#x
 #define MLF_STR(x)	MLF_STR_(x)
+/* Built with -fcf-protection (dpkg's hardening from trixie on): a branch target. */
+#if defined(__CET__) && (__CET__ & 1)
+#define MLF_ENDBR	"	endbr64\n"
+#else
+#define MLF_ENDBR	""
+#endif
 _Static_assert(SYS_munlock == SYS_mlock + 1 && SYS_mlockall == SYS_mlock + 2 &&
 	       SYS_munlockall == SYS_mlock + 3, "syscall() below tests one range");
 
@@ -230,6 +236,7 @@ __asm__(
 "	.p2align 4\n"
 "syscall:\n"
 "	.cfi_startproc\n"
+MLF_ENDBR
 "	leaq	-" MLF_STR(SYS_mlock) "(%rdi), %r11\n"
 "	cmpq	$3, %r11\n"
 "	jbe	mlf_syscall_family\n"
