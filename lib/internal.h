@@ -40,6 +40,25 @@ extern atomic_int mlf_routed __attribute__((visibility("hidden")));
  */
 long mlf_syscall(long nr, long a0, long a1, long a2, long a3, long a4, long a5);
 
+#ifdef __x86_64__
+/* The syscall instruction: the kernel's result, -errno on failure. */
+static inline long mlf_raw_syscall(long nr, long a0, long a1, long a2, long a3,
+				   long a4, long a5)
+{
+	register long r10 __asm__("r10") = a3;
+	register long r8 __asm__("r8") = a4;
+	register long r9 __asm__("r9") = a5;
+	long ret;
+
+	__asm__ volatile ("syscall"
+			  : "=a" (ret)
+			  : "0" (nr), "D" (a0), "S" (a1), "d" (a2),
+			    "r" (r10), "r" (r8), "r" (r9)
+			  : "rcx", "r11", "memory");
+	return ret;
+}
+#endif
+
 /*
  * The device's ioctl as the raw system call: 0, or -errno, errno left as it
  * was.  The hot path then never reads or writes errno (each access is a
@@ -48,13 +67,7 @@ long mlf_syscall(long nr, long a0, long a1, long a2, long a3, long a4, long a5);
 #ifdef __x86_64__
 static inline long mlf_raw_ioctl(int fd, unsigned long cmd, void *arg)
 {
-	long ret;
-
-	__asm__ volatile ("syscall"
-			  : "=a" (ret)
-			  : "0" ((long)SYS_ioctl), "D" ((long)fd), "S" (cmd), "d" (arg)
-			  : "rcx", "r11", "memory");
-	return ret;
+	return mlf_raw_syscall(SYS_ioctl, fd, (long)cmd, (long)arg, 0, 0, 0);
 }
 #else
 long mlf_raw_ioctl(int fd, unsigned long cmd, void *arg);
@@ -108,7 +121,8 @@ enum mlf_route mlf_route_rest(enum mlf_op op, unsigned long cmd, void *arg,
  * -1, errno ENODEV (no device) or ENOSYS (declined).  @arg_is_user: an
  * EFAULT may be the caller's pointer, so it is an answer, not a decline.
  * Inline up to the device's success, every call's path: the descriptor,
- * the ioctl, the counter.
+ * the ioctl, the counter.  A descriptor is only opened after mlf_init(),
+ * so one read with acquire means the environment has been read too.
  */
 static inline enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd,
 				       void *arg, int arg_is_user, int *ret)
@@ -116,16 +130,13 @@ static inline enum mlf_route mlf_route(enum mlf_op op, unsigned long cmd,
 	int fd = atomic_load_explicit(&mlf_dev_fd, memory_order_acquire);
 	long r = 0;
 
-	if (__builtin_expect(fd >= 0 &&
-			     atomic_load_explicit(&mlf_ready, memory_order_acquire), 1)) {
+	if (__builtin_expect(fd >= 0, 1)) {
 		r = mlf_raw_ioctl(fd, cmd, arg);
 		if (__builtin_expect(!r, 1)) {
 			mlf_count(&mlf_n_device[op]);
 			*ret = 0;
 			return MLF_DEVICE;
 		}
-	} else {
-		fd = -1;
 	}
 	return mlf_route_rest(op, cmd, arg, arg_is_user, ret, fd, r);
 }

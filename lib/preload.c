@@ -158,9 +158,7 @@ MLF_EXPORT int munlockall(void)
  * takes mlock2's and mlockall's flags as int.
  */
 #ifdef __x86_64__
-__attribute__((visibility("hidden"), used))
-long mlf_syscall_family(long number, ...);
-long mlf_syscall_family(long number, ...)
+__attribute__((visibility("hidden"), used)) long mlf_syscall_family(long number, ...)
 #else
 MLF_EXPORT long syscall(long number, ...)
 #endif
@@ -202,9 +200,7 @@ MLF_EXPORT long syscall(long number, ...)
 
 #ifdef __x86_64__
 /* A failed system call of syscall() below: errno, and -1. */
-__attribute__((visibility("hidden"), used))
-long mlf_syscall_failed(long ret);
-long mlf_syscall_failed(long ret)
+__attribute__((visibility("hidden"), used)) long mlf_syscall_failed(long ret)
 {
 	errno = (int)-ret;
 	return -1;

@@ -68,11 +68,6 @@ static atomic_ulong n_syscall, n_refused, n_routed;
 
 atomic_int mlf_routed;
 
-static void count(atomic_ulong *n)
-{
-	mlf_count(n);
-}
-
 static atomic_int strict_said;
 
 /* One line on stderr, without stdio (safe in any state, no allocation). */
@@ -102,16 +97,8 @@ static void say(const char *fmt, ...)
 long mlf_syscall(long nr, long a0, long a1, long a2, long a3, long a4, long a5)
 {
 #ifdef __x86_64__
-	register long r10 __asm__("r10") = a3;
-	register long r8 __asm__("r8") = a4;
-	register long r9 __asm__("r9") = a5;
-	long ret;
+	long ret = mlf_raw_syscall(nr, a0, a1, a2, a3, a4, a5);
 
-	__asm__ volatile ("syscall"
-			  : "=a" (ret)
-			  : "0" (nr), "D" (a0), "S" (a1), "d" (a2),
-			    "r" (r10), "r" (r8), "r" (r9)
-			  : "rcx", "r11", "memory");
 	if (ret < 0 && ret > -4096) {
 		errno = (int)-ret;
 		return -1;
@@ -388,7 +375,7 @@ enum mlf_route mlf_route_rest(enum mlf_op op, unsigned long cmd, void *arg,
 			r = mlf_raw_ioctl(fd, cmd, arg);
 		}
 		if (r >= 0 || !declined((int)-r, arg_is_user)) {
-			count(&mlf_n_device[op]);
+			mlf_count(&mlf_n_device[op]);
 			*ret = r < 0 ? -1 : 0;
 			if (r < 0)
 				errno = (int)-r;
@@ -409,7 +396,7 @@ enum mlf_route mlf_route_rest(enum mlf_op op, unsigned long cmd, void *arg,
 				    atomic_load(&retry_at) == RETRY_NEVER ? "every call" :
 				    "calls until it can be opened");
 		}
-		count(&n_refused);
+		mlf_count(&n_refused);
 		*ret = -1;
 		errno = decline ? ENOSYS : ENODEV;
 		return MLF_REFUSED;
@@ -420,12 +407,12 @@ enum mlf_route mlf_route_rest(enum mlf_op op, unsigned long cmd, void *arg,
 
 void mlf_count_syscall(void)
 {
-	count(&n_syscall);
+	mlf_count(&n_syscall);
 }
 
 void mlf_count_routed(void)
 {
-	count(&n_routed);
+	mlf_count(&n_routed);
 }
 
 void mlf_trace_line(enum mlf_route route, long ret, const char *fmt, ...)
