@@ -8,8 +8,8 @@
 #   make uninstall        DKMS remove (same kernels)
 #   make check            the whole test suite in QEMU, every supported kernel
 #   make ab               the A/B of test_mlock against the syscall, in QEMU
-#   make route-cost       what routing costs and gains, --icount, 6.1, 6.12, 7.2
-#   make report           test_mlock and mlock_scale in QEMU on 6.1, 6.12 and 7.2:
+#   make route-cost       what routing costs and gains, --icount, every series
+#   make report           test_mlock and mlock_scale in QEMU on every series:
 #                         results/<UTC stamp>-<release>/ (tables, CSVs, plots)
 #   make stress           the stress test alone, STRESS_S seconds (default an
 #                         hour) per supported kernel, in QEMU
@@ -25,8 +25,9 @@ TOP := $(CURDIR)
 BUILD := $(TOP)/build
 BIN := $(BUILD)/bin
 
-# Installed kernels of the supported series (6.1, 6.12 and 7.2).
-SUPPORTED_RE := ^(6\.(1|12)|7\.2)\.[0-9]+[-+]
+# The supported kernels' releases, from ./supported-kernels; those installed.
+SUPPORTED_RE := $(shell test/kernel-table regex)
+SERIES := $(shell test/kernel-table series)
 INSTALLED_KERNELS = $(shell ls /lib/modules 2>/dev/null | grep -E '$(SUPPORTED_RE)' | sort -V)
 # Default: the running kernel if its headers are here, else the newest supported one.
 KERNELRELEASE ?= $(shell r=$$(uname -r); if [ -d /lib/modules/$$r/build ]; then echo $$r; else ls /lib/modules 2>/dev/null | grep -E '$(SUPPORTED_RE)' | sort -V | tail -n 1; fi)
@@ -94,10 +95,11 @@ $(BIN)/%: test/guest/%
 # without libmlockfast.  Dynamic, for LD_PRELOAD; not our code, so not our
 # warning flags.
 KST_PROGS := mlock2-tests mlock-random-test on-fault-limit
-# sid's source (7.2) is in the sid chroot (test/vm/sid-chroot).
-SID ?= /var/cache/mlockfast-sid
-KST_TARS := $(wildcard /usr/src/linux-source-6.1.tar.xz /usr/src/linux-source-6.12.tar.xz \
-	$(SID)/chroot/usr/src/linux-source-7.2.tar.xz)
+# Other suites' sources are in their chroots (test/vm/suite-chroot); a series
+# the host has too is taken from the host.
+CHROOTS ?= /var/cache/mlockfast
+KST_TARS := $(foreach s,$(SERIES),$(firstword $(wildcard /usr/src/linux-source-$(s).tar.xz \
+	$(CHROOTS)/*/chroot/usr/src/linux-source-$(s).tar.xz)))
 KST_SERIES := $(patsubst linux-source-%.tar.xz,%,$(notdir $(KST_TARS)))
 KST_BINS := $(foreach s,$(KST_SERIES),$(addprefix $(BIN)/kernel-selftests/$(s)/,$(KST_PROGS)))
 userspace: $(KST_BINS)
@@ -272,7 +274,7 @@ dkms-source:
 	cp include/uapi/linux/mlockfast.h $(DKMS_SRC)/include/uapi/linux/
 
 install: dkms-source install-lib
-	@test -n "$(strip $(DKMS_KERNELS))" || { echo "no kernel of a supported series (6.1, 6.12, 7.2) is installed" >&2; exit 1; }
+	@test -n "$(strip $(DKMS_KERNELS))$(wildcard $(CHROOTS)/*/chroot)" || { echo "no supported kernel (./supported-kernels) is installed: run test/vm/deps" >&2; exit 1; }
 	-dkms remove -m $(PACKAGE) -v $(VERSION) --all >/dev/null 2>&1
 	dkms add -m $(PACKAGE) -v $(VERSION)
 	set -e; for k in $(DKMS_KERNELS); do \
@@ -280,8 +282,8 @@ install: dkms-source install-lib
 		dkms install -m $(PACKAGE) -v $(VERSION) -k $$k --force; \
 	done
 	dkms status -m $(PACKAGE)
-	@# sid's kernel (7.2): DKMS in the sid chroot, as on a sid host
-	if [ -d $(SID)/chroot ]; then test/vm/sid-dkms-install $(DKMS_SRC); fi
+	@# other suites' kernels: DKMS in their chroots, as on hosts of those suites
+	test/vm/chroot-dkms-install $(DKMS_SRC)
 
 uninstall: uninstall-lib
 	set -e; for k in $(DKMS_KERNELS); do \
@@ -324,7 +326,7 @@ STRESS_S ?= 3600
 stress: deps
 	$(MAKE) userspace
 	$(MAKE) install
-	set -e; for k in 6.1 6.12 7.2; do \
+	set -e; for k in $(SERIES); do \
 		test/vm/run --kernel $$k --timeout $$(($(STRESS_S) + 900)) -- \
 			env MLF_STRESS_S=$(STRESS_S) mlockfast_concurrency_test \
 			-t threads_and_processes; \
@@ -351,12 +353,13 @@ style:
 # W=1 build of the module for every installed supported kernel.
 build-all:
 	set -e; for k in $(INSTALLED_KERNELS); do $(MAKE) -C module KVER=$$k W=1; $(MAKE) -C module KVER=$$k clean >/dev/null; done
-	@# sid's kernel, in the sid chroot (its compiler), from a copy of the tree
-	set -e; if [ -d $(SID)/chroot ]; then \
-		rm -rf $(SID)/chroot/root/mlockfast-build; mkdir -p $(SID)/chroot/root/mlockfast-build; \
-		cp -a module include $(SID)/chroot/root/mlockfast-build/; \
-		test/vm/sid-chroot -- sh -c 'cd /root/mlockfast-build && make -C module W=1 KVER=$$(ls /lib/modules | sort -V | tail -n1)'; \
-	fi
+	@# other suites' kernels, in their chroots (their compilers), from a copy of the tree
+	set -e; for s in $$(test/kernel-table where | awk '$$5 != "host" && !seen[$$5]++ { print $$5 }'); do \
+		d=$(CHROOTS)/$$s/chroot/root/mlockfast-build; rm -rf $$d; mkdir -p $$d; cp -a module include $$d/; \
+		for k in $$(test/vm/suite-chroot $$s); do \
+			test/vm/suite-chroot $$s -- sh -c "cd /root/mlockfast-build && make -C module W=1 KVER=$$k && make -C module KVER=$$k clean >/dev/null"; \
+		done; \
+	done
 
 clean:
 	-$(MAKE) -C module KVER=$(KERNELRELEASE) clean
