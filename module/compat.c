@@ -6,6 +6,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/ctype.h>
 #include <linux/kprobes.h>
 #include <linux/kallsyms.h>
 #include <linux/uaccess.h>
@@ -19,7 +20,9 @@
 #include <linux/swap.h>
 #include <linux/tracepoint.h>
 #include <linux/workqueue.h>
+#include <linux/utsname.h>
 #include "compat.h"
+#include "supported.h"
 
 /*
  * A kernel header declares these: their types must be ours (see compat.h
@@ -149,10 +152,49 @@ struct tracepoint *mlf_compat_tracepoint(const char *name)
 	return f.tp;
 }
 
-int mlf_compat_init(const char *debug_require_symbol)
+/* Does @rel match @pat, where '#' stands for one or more digits? */
+static bool mlf_release_matches(const char *pat, const char *rel)
+{
+	for (; *pat; pat++) {
+		if (*pat != '#') {
+			if (*rel++ != *pat)
+				return false;
+			continue;
+		}
+		if (!isdigit(*rel))
+			return false;
+		while (isdigit(*rel))
+			rel++;
+	}
+	return !*rel;
+}
+
+/*
+ * The series block of compat.h admits a whole series; the kernels tested
+ * are narrower (supported.h: a flavour, a Debian build), and a build of
+ * the series that was never tested may differ in what matters here (its
+ * compiler, its config).  Decline it as DKMS does.
+ */
+static int mlf_check_release(const char *rel)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(mlf_supported_releases); i++)
+		if (mlf_release_matches(mlf_supported_releases[i], rel))
+			return 0;
+	pr_err("cannot load: kernel %s is not one mlockfast supports (see its supported-kernels)\n",
+	       rel);
+	return -ENODEV;
+}
+
+int mlf_compat_init(const char *debug_require_symbol, const char *debug_release)
 {
 	int ret;
 
+	ret = mlf_check_release(debug_release && *debug_release ?
+				debug_release : init_utsname()->release);
+	if (ret)
+		return ret;
 	ret = mlf_find_lookup();
 	if (ret)
 		return ret;
@@ -205,18 +247,34 @@ static unsigned int mlf_folio_pte_run(struct folio *folio, pte_t *pte,
 	return n;
 }
 
+/*
+ * The page offset of @vma's start that @folio's index counts from: 7.3's
+ * anonymous folios count from the VMA's anonymous offset, which a
+ * MAP_PRIVATE file or /dev/zero VMA keeps apart from vm_pgoff.
+ */
+static pgoff_t mlf_vma_pgoff_of(struct folio *folio,
+				struct vm_area_struct *vma)
+{
+#ifdef MLF_HAVE_ANON_PGOFF
+	if (folio_test_anon(folio))
+		return vma_start_anon_pgoff(vma);
+#endif
+	return vma->vm_pgoff;
+}
+
 /* folio_within_range(): does the folio lie wholly in [start, end) of vma? */
 static bool mlf_folio_within(struct folio *folio, struct vm_area_struct *vma,
 			     unsigned long start, unsigned long end)
 {
 	pgoff_t pgoff = folio_pgoff(folio);
+	pgoff_t vma_pgoff = mlf_vma_pgoff_of(folio, vma);
 	unsigned long addr;
 
 	start = max(start, vma->vm_start);
 	end = min(end, vma->vm_end);
-	if (!in_range(pgoff, vma->vm_pgoff, vma_pages(vma)))
+	if (!in_range(pgoff, vma_pgoff, vma_pages(vma)))
 		return false;
-	addr = vma->vm_start + ((pgoff - vma->vm_pgoff) << PAGE_SHIFT);
+	addr = vma->vm_start + ((pgoff - vma_pgoff) << PAGE_SHIFT);
 	return !(addr < start || end - addr < folio_size(folio));
 }
 

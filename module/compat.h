@@ -52,28 +52,39 @@
  *				locks one the range maps whole, unlocks any);
  *				else it leaves them alone (6.1)
  * MLF_HAVE_MM_LOCK_SEQ		mm->mm_lock_seq counts the mmap_lock's write
- *				holds (6.12, 7.2, with CONFIG_PER_VMA_LOCK)
+ *				holds (6.12 on, with CONFIG_PER_VMA_LOCK)
  * MLF_PTE_OFFSET_MAP_LOCK	the kernel function that maps and locks a
  *				page table: __pte_offset_map_lock (6.12),
- *				pte_offset_map_lock (7.2)
+ *				pte_offset_map_lock (7.2 on)
  * MLF_HAVE_PAGE_DEVMAP		x86's _PAGE_DEVMAP bit (pmd_devmap()); gone
  *				in 7.2
- * MLF_HAVE_VMA_FLAGS_T		a VMA's flags are a vma_flags_t (7.2): set
+ * MLF_HAVE_VMA_FLAGS_T		a VMA's flags are a vma_flags_t (7.2 on): set
  *				with vma_flags_reset_once(), and
  *				vma_modify_flags() takes them by pointer and
  *				gives back the merged VMA's sticky flags
  * MLF_HAVE_MEMDESC_FLAGS	page->flags and folio->flags are a
- *				memdesc_flags_t (7.2)
+ *				memdesc_flags_t (7.2 on)
  * MLF_MLOCK_SKIPS_DEVICE_PMD	mlock leaves a pmd-mapped zone-device folio
- *				alone (7.2)
+ *				alone (7.2 on)
  * MLF_ZAP_LEAVES_MUNLOCKS_QUEUED unmapping leaves its munlocks in this CPU's
- *				mlock batch (7.2: free_pages_and_swap_cache()
+ *				mlock batch (7.2 on: free_pages_and_swap_cache()
  *				no longer drains), for the next drain
  * MLF_HAVE_FTRACE_REGS_SET_IP	an ftrace handler sets the traced function's
  *				new ip with ftrace_regs_set_instruction_pointer()
  *				and reads the regs through arch_ftrace_regs()
- *				(6.12, 7.2); else ftrace_instruction_pointer_set()
+ *				(6.12 on); else ftrace_instruction_pointer_set()
  *				and fregs->regs (6.1)
+ * MLF_LRU_ADD_DRAIN_MM_INTERNAL lru_add_drain() is declared in mm/internal.h
+ *				only (7.3: no longer in linux/swap.h), so its
+ *				prototype is ours
+ * MLF_HAVE_ANON_PGOFF		a VMA has an anonymous page offset apart from
+ *				vm_pgoff, vma_start_anon_pgoff(), from which
+ *				its anonymous folios' index counts (7.3): they
+ *				differ in a MAP_PRIVATE file or /dev/zero VMA
+ * MLF_MAS_CHECKS_LOCK_HOLD	a maple state records the lock hold it was
+ *				walked in (ld_seq), which the tree's calls
+ *				check (7.3 with CONFIG_LOCKDEP): only the
+ *				kernel's own walk may start one
  */
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 1, 0) && \
 	LINUX_VERSION_CODE < KERNEL_VERSION(6, 2, 0)
@@ -120,8 +131,34 @@
 #ifdef CONFIG_PER_VMA_LOCK
 #define MLF_HAVE_MM_LOCK_SEQ 1
 #endif
+#elif LINUX_VERSION_CODE >= KERNEL_VERSION(7, 3, 0) && \
+	LINUX_VERSION_CODE < KERNEL_VERSION(7, 4, 0)
+#define MLF_SERIES "7.3"
+#define MLF_HAVE_VMA_MODIFY_FLAGS 1
+#define MLF_HAVE_MUNLOCK_FOLIO 1
+#define MLF_MLOCK_DRAIN_LOCAL	"mlock_drain_local"
+#define MLF_NEED_MLOCK_DRAIN	"need_mlock_drain"
+#define MLF_PTE_TABLES_MAY_VANISH 1
+#define MLF_PTE_OFFSET_MAP_LOCK	pte_offset_map_lock
+#define MLF_HAVE_FTRACE_REGS_SET_IP 1
+#define MLF_HAVE_PTDESC 1
+#define MLF_MAS_HAS_STATUS 1
+#define MLF_VMA_FLAGS_NEED_WRITE_LOCK 1
+#define MLF_MLOCK_LARGE_FOLIOS 1
+#define MLF_HAVE_VMA_FLAGS_T 1
+#define MLF_HAVE_MEMDESC_FLAGS 1
+#define MLF_MLOCK_SKIPS_DEVICE_PMD 1
+#define MLF_ZAP_LEAVES_MUNLOCKS_QUEUED 1
+#define MLF_LRU_ADD_DRAIN_MM_INTERNAL 1
+#define MLF_HAVE_ANON_PGOFF 1
+#ifdef CONFIG_PER_VMA_LOCK
+#define MLF_HAVE_MM_LOCK_SEQ 1
+#endif
+#ifdef CONFIG_LOCKDEP
+#define MLF_MAS_CHECKS_LOCK_HOLD 1
+#endif
 #else
-#error "mlockfast supports the 6.1, 6.12 and 7.2 kernel series only (see README)"
+#error "mlockfast supports the 6.1, 6.12, 7.2 and 7.3 kernel series only (see README)"
 #endif
 
 /*
@@ -160,6 +197,18 @@
 #define MLF_VM_SHADOW_STACK	VM_SHADOW_STACK
 #else
 #define MLF_VM_SHADOW_STACK	VM_NONE
+#endif
+
+/*
+ * Userfaultfd read-write protection (7.3, CONFIG_USERFAULTFD_RWP): its
+ * protected ptes are present PROT_NONE ones, and GUP faults on every
+ * PROT_NONE pte of such a VMA (gup_can_follow_protnone()), so mlock(2)'s
+ * populate faults them in although they are present.  Before 7.3: none.
+ */
+#ifdef VM_UFFD_RWP
+#define MLF_VM_UFFD_RWP		VM_UFFD_RWP
+#else
+#define MLF_VM_UFFD_RWP		VM_NONE
 #endif
 
 /*
@@ -233,7 +282,12 @@ DECLARE_STATIC_CALL(mlf_sc_lookup, mlf_proto_lookup);
 #ifdef MLF_HAVE_THP
 typeof(__pmd_trans_huge_lock) mlf_proto_pmd_trans_huge_lock;
 #endif
+#ifdef MLF_LRU_ADD_DRAIN_MM_INTERNAL
+/* in mm/internal.h, defined in mm/folio.c */
+void mlf_proto_lru_add_drain(void);
+#else
 typeof(lru_add_drain) mlf_proto_lru_add_drain;
+#endif
 typeof(schedule_on_each_cpu) mlf_proto_schedule_on_each_cpu;
 typeof(vma_is_secretmem) mlf_proto_vma_is_secretmem;
 void mlf_proto_mlock_folio(struct folio *folio);
@@ -291,7 +345,7 @@ typeof(split_vma) mlf_proto_split_vma;
 extern unsigned long *mlf_huge_zero_pfn;
 #endif
 
-int mlf_compat_init(const char *debug_require_symbol);
+int mlf_compat_init(const char *debug_require_symbol, const char *debug_release);
 
 /* The start of function @sym (the route hooks' targets), or 0, logged. */
 unsigned long mlf_compat_func_addr(const char *sym);

@@ -944,8 +944,13 @@ void mlf_walk_pages(struct mlf_ctx *c, struct vm_area_struct *vma,
 	if (c->walk != MLF_WALK_PAY)
 		mlf_drain_once(c);
 #endif
-	/* GUP's refusal is the call's error: let populate meet it. */
-	if (mlf_locks(c) && mlf_populates(vma) && mlf_gup_refuses(vma))
+	/*
+	 * GUP's refusal is the call's error, and GUP faults every PROT_NONE
+	 * pte of a userfaultfd-RWP VMA (7.3), present or not: let populate
+	 * meet both.
+	 */
+	if (mlf_locks(c) && mlf_populates(vma) &&
+	    (mlf_gup_refuses(vma) || (vma->vm_flags & MLF_VM_UFFD_RWP)))
 		mlf_need_populate(c, start, end);
 	if (!mlf_locks(c) && c->owner)
 		mlf_mm_trim(c->owner, start, end);

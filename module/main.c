@@ -30,6 +30,7 @@ unsigned int mlf_default_mode = MLF_DEFERRED;
 unsigned int mlf_defer_ms = 10;
 static ushort dev_mode = 0600;
 static char *debug_require_symbol;
+static char *debug_release;
 
 static int mlf_mode_set(const char *val, const struct kernel_param *kp)
 {
@@ -65,6 +66,8 @@ module_param(dev_mode, ushort, 0444);
 MODULE_PARM_DESC(dev_mode, "File mode of /dev/mlockfast (default 0600)");
 module_param(debug_require_symbol, charp, 0444);
 MODULE_PARM_DESC(debug_require_symbol, "Testing: also require this kernel symbol at load");
+module_param(debug_release, charp, 0444);
+MODULE_PARM_DESC(debug_release, "Testing: check this kernel release against the supported ones, not the running kernel's");
 
 /* Writing 1 (or loading with it) checks the raw maple reads on the writer's mm. */
 static int mlf_selftest_set(const char *val, const struct kernel_param *kp)
@@ -396,7 +399,7 @@ static struct miscdevice mlf_misc = {
 
 static int __init mlf_init(void)
 {
-	int ret = mlf_compat_init(debug_require_symbol);
+	int ret = mlf_compat_init(debug_require_symbol, debug_release);
 
 	if (ret)
 		return ret;

@@ -171,6 +171,10 @@ static __always_inline void *mlf_tree_walk(struct ma_state *mas)
 	unsigned long index = mas->index, min = 0, max = ULONG_MAX;
 	struct vm_area_struct *vma;
 
+#ifdef MLF_MAS_CHECKS_LOCK_HOLD
+	/* The tree's calls check the lock hold that mas_walk() records. */
+	goto walk;
+#endif
 	if (!xa_is_node((void *)root))
 		goto walk;
 	for (;;) {

@@ -18,6 +18,9 @@ static const char *const mlf_supported_releases[] = {
 	"6.12.#+deb13-cloud-amd64",	/* 6.12 cloud, trixie */
 	"6.12.#+deb13-rt-amd64",	/* 6.12 rt, trixie */
 	"7.2.#+deb14-amd64",	/* 7.2 generic, sid */
+	"7.3.#+deb13-amd64",	/* 7.3 generic, trixie-backports */
+	"7.3.#+deb13-cloud-amd64",	/* 7.3 cloud, trixie-backports */
+	"7.3.#+deb13-rt-amd64",	/* 7.3 rt, trixie-backports */
 };
 
 #endif

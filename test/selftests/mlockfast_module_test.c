@@ -221,6 +221,44 @@ TEST(missing_symbol_fails_load_cleanly)
 	EXPECT_TRUE(loaded());
 }
 
+/*
+ * A kernel outside supported-kernels is declined at load as DKMS declines
+ * it, even where its series' code would build: the release checked is the
+ * debug_release parameter's (the guest runs a supported one).  One dmesg
+ * line per attempt naming the release; a release of the table loads.
+ */
+TEST(untested_kernel_refused_at_load)
+{
+	static const char *const declined[] = {
+		"7.2.12+deb13-amd64",		/* trixie-backports' 7.2 */
+		"7.2.13+deb14-rt-amd64",	/* sid's rt 7.2 */
+		"6.12.118+deb12-amd64-unsigned",
+		"6.1.0--amd64",			/* no ABI number */
+		"7.4.1+deb13-amd64",		/* the next series */
+	};
+	char cmd[256], line[200];
+
+	ASSERT_EQ(0, run("rmmod mlockfast"));
+	for (size_t i = 0; i < sizeof(declined) / sizeof(declined[0]); i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "modprobe mlockfast debug_release=%s 2>/dev/null", declined[i]);
+		snprintf(line, sizeof(line),
+			 "mlockfast: cannot load: kernel %s is not one mlockfast supports",
+			 declined[i]);
+		dmesg_mark();
+		EXPECT_NE(0, run(cmd)) TH_LOG("%s loaded", declined[i]);
+		EXPECT_FALSE(loaded());
+		EXPECT_LE(1, dmesg_count(line)) TH_LOG("no line for %s", declined[i]);
+		EXPECT_EQ(dmesg_count(line), dmesg_count("mlockfast:"));
+		EXPECT_EQ(0, dmesg_count("WARNING:"));
+	}
+	ASSERT_EQ(0, run("modprobe mlockfast debug_release=6.12.119+deb13-cloud-amd64"));
+	EXPECT_TRUE(loaded());
+	ASSERT_EQ(0, run("rmmod mlockfast"));
+	ASSERT_EQ(0, run("modprobe mlockfast"));
+	EXPECT_TRUE(loaded());
+}
+
 TEST(bad_parameters_refused)
 {
 	ASSERT_EQ(0, run("rmmod mlockfast"));
