@@ -843,6 +843,21 @@ static int rwp_faults_after_lock(const struct path_ops *p, enum rwp_map kind)
  * kernel has none: the module then has nothing to do for it
  * (MLF_VM_UFFD_RWP is VM_NONE there).
  */
+/* rwp_faults_after_lock() in a child: its exit status, 0 if it died. */
+static int rwp_child(const struct path_ops *p, enum rwp_map kind)
+{
+	int st = 0;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return 0;
+	if (!pid)
+		_exit(diff_path_enter(p) ? 89 : rwp_faults_after_lock(p, kind));
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return 0;
+	return WEXITSTATUS(st);
+}
+
 TEST(rwp_protected_range_populated_as_mlock_does)
 {
 	int fd = uffd_rwp_async();
@@ -853,33 +868,37 @@ TEST(rwp_protected_range_populated_as_mlock_does)
 	}
 	close(fd);
 	ASSERT_LE(0, mlf_fd());
+	/*
+	 * A locked page migrated between the lock and the touch (compaction
+	 * may move mlocked pages) costs one more fault on that side, so a
+	 * count is taken up to three times: the least of the syscalls', and
+	 * each path's until it matches.  A defect is every time (16 faults).
+	 */
 	for (int k = 0; k < RWP_NMAPS; k++) {
 		int want = -1;
 
 		for (int i = 0; i < diff_npaths; i++) {
-			int st = 0, skip = diff_path_prepare(&diff_paths[i]);
-			pid_t pid;
+			int got = -1, skip = diff_path_prepare(&diff_paths[i]);
 
 			ASSERT_LE(0, skip) TH_LOG("%s", diff_paths[i].name);
 			if (skip)
 				continue;
-			pid = fork();
-			ASSERT_LE(0, pid);
-			if (!pid)
-				_exit(diff_path_enter(&diff_paths[i]) ? 89 :
-				      rwp_faults_after_lock(&diff_paths[i], k));
-			ASSERT_EQ(pid, waitpid(pid, &st, 0));
-			ASSERT_TRUE(WIFEXITED(st));
-			ASSERT_LE(100, WEXITSTATUS(st))
-				TH_LOG("%s, %s: setup step %d failed",
-				       rwp_map_names[k], diff_paths[i].name,
-				       WEXITSTATUS(st));
-			if (want < 0)	/* [0]: the syscalls */
-				want = WEXITSTATUS(st) - 100;
-			EXPECT_EQ(want, WEXITSTATUS(st) - 100)
+			for (int t = 0; t < 3; t++) {
+				int st = rwp_child(&diff_paths[i], k);
+
+				ASSERT_LE(100, st)
+					TH_LOG("%s, %s: setup step %d failed",
+					       rwp_map_names[k], diff_paths[i].name, st);
+				if (got < 0 || st - 100 < got)
+					got = st - 100;
+				if (i > 0 && got == want)
+					break;
+			}
+			if (i == 0)	/* [0]: the syscalls */
+				want = got;
+			EXPECT_EQ(want, got)
 				TH_LOG("%s, %s: %d faults after the lock, mlock(2): %d",
-				       rwp_map_names[k], diff_paths[i].name,
-				       WEXITSTATUS(st) - 100, want);
+				       rwp_map_names[k], diff_paths[i].name, got, want);
 		}
 		ksft_print_msg("rwp: %s: faults after mlock(2) of 16 protected pages: %d\n",
 			       rwp_map_names[k], want);
