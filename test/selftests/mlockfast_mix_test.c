@@ -322,7 +322,7 @@ static void mix_worker(struct mix_run *run, int id)
 	struct seq_rng r = { seq_mix(run->seed, id + 1) };
 	pid_t kids[8];
 	int nkids = 0, ops = seq_env_long("MLF_MIX_OPS", 24);
-	char note[200];
+	char note[160];	/* fits sh->note with the line around it */
 	long n;
 
 	/*
