@@ -642,6 +642,147 @@ DIFF_TEST(thp)
 	diff_state(log, "unlocked");
 }
 
+/*
+ * Large anonymous folios (mTHP, 64 KiB) in a MAP_PRIVATE /dev/zero mapping
+ * at a file offset: mlock(2) locks a large folio only where the range
+ * covers it whole, and which pages a folio spans comes from its index
+ * against the VMA's offset, which from Linux 7.3 is the VMA's anonymous
+ * offset rather than vm_pgoff (1 GiB here).  Locks that cover folios
+ * whole, half of one, across two, and after the VMA was split inside one.
+ */
+#define MTHP64		"/sys/kernel/mm/transparent_hugepage/hugepages-64kB/enabled"
+#define FOLIO64		(16 * PAGE)
+#define ZERO_OFF	(1UL << 30)
+#define KPF_HEAD	(1ULL << 15)
+#define KPF_TAIL	(1ULL << 16)
+
+/* One letter a 64 KiB chunk of @m: L one 64K folio, s not, . absent. */
+static void folio_map(const char *m, size_t chunks, char *out)
+{
+	int pm = open("/proc/self/pagemap", O_RDONLY);
+	int kf = open("/proc/kpageflags", O_RDONLY);
+
+	for (size_t c = 0; c < chunks; c++) {
+		uint64_t e[16], f = 0, pfn0 = 0;
+		int large = 1;
+
+		out[c] = '.';
+		if (pm < 0 || kf < 0 ||
+		    pread(pm, e, sizeof(e), (uintptr_t)(m + c * FOLIO64) / PAGE * 8) !=
+		    (ssize_t)sizeof(e) || !(e[0] >> 63))
+			continue;
+		for (int i = 0; i < 16 && large; i++) {
+			uint64_t pfn = e[i] & ((1ULL << 55) - 1);
+
+			if (!i)
+				pfn0 = pfn;
+			large = (e[i] >> 63) && pfn == pfn0 + i &&
+				pread(kf, &f, 8, pfn * 8) == 8 &&
+				(f & (i ? KPF_TAIL : KPF_HEAD));
+		}
+		out[c] = large ? 'L' : 's';
+	}
+	out[chunks] = 0;
+	if (pm >= 0)
+		close(pm);
+	if (kf >= 0)
+		close(kf);
+}
+
+/*
+ * The mapping faulted in, in 64K folios where the kernel has them (a few
+ * tries, compacting between, so that every path sees the same layout).
+ */
+static char *map_zero_folios(size_t chunks, struct diff_log *log)
+{
+	char map[64];
+	int fd = open("/dev/zero", O_RDWR);
+	char *m = NULL;
+
+	if (fd < 0)
+		_exit(95);
+	for (int t = 0; t < 5; t++) {
+		if (m) {
+			munmap(m, chunks * FOLIO64);
+			drain_everything();
+		}
+		m = mmap(DIFF_BASE, chunks * FOLIO64, RW,
+			 MAP_PRIVATE | MAP_FIXED_NOREPLACE, fd, ZERO_OFF);
+		if (m != DIFF_BASE)
+			_exit(99);
+		diff_touch(m, chunks * FOLIO64, 1);
+		folio_map(m, chunks, map);
+		if (access(MTHP64, F_OK) || !strchr(map, 's'))
+			break;
+	}
+	close(fd);
+	if (!access(MTHP64, F_OK) && strchr(map, 's')) {
+		fprintf(stderr, "# no 64K folios after 5 tries: %s\n", map);
+		_exit(93);
+	}
+	diff_note(log, "64K folios %s", map);
+	return m;
+}
+
+/* The bracketed word of a THP "enabled" file ("always [never]"), or NULL. */
+static char *thp_setting(const char *path)
+{
+	char *v = read_file(path), *b = v ? strchr(v, '[') : NULL;
+
+	if (!b) {
+		free(v);
+		return NULL;
+	}
+	memmove(v, b + 1, strlen(b + 1) + 1);
+	v[strcspn(v, "]")] = 0;
+	return v;
+}
+
+static void scn_large_folios_at_file_offset(const struct path_ops *p,
+					    struct diff_log *log);
+
+/* 64K mTHP on for the test, where the kernel has it (6.8 on). */
+TEST(large_folios_at_file_offset)
+{
+	char *was;
+	int set;
+
+	ASSERT_LE(0, mlf_fd());
+	was = thp_setting(MTHP64);
+	set = was ? write_file_str(MTHP64, "always") : -1;
+	EXPECT_EQ(0, diff_run("large_folios_at_file_offset",
+			      scn_large_folios_at_file_offset));
+	if (was) {
+		EXPECT_EQ(0, set) TH_LOG("%s: %m", MTHP64);
+		write_file_str(MTHP64, was);
+	} else {
+		ksft_print_msg("no 64K mTHP here: small folios only\n");
+	}
+	free(was);
+}
+
+static void scn_large_folios_at_file_offset(const struct path_ops *p,
+					    struct diff_log *log)
+{
+	char *m = map_zero_folios(8, log);
+
+	diff_ret(log, "lock folio 0 whole", p->lock(m, FOLIO64));
+	diff_state(log, "whole");
+	diff_ret(log, "lock half of folio 2", p->lock(m + 2 * FOLIO64, FOLIO64 / 2));
+	diff_state(log, "half");
+	diff_ret(log, "lock across folios 4-5",
+		 p->lock(m + 4 * FOLIO64 + FOLIO64 / 2, FOLIO64));
+	diff_state(log, "across");
+	/* folio 2's VMA split inside it; folios 2 and 3 locked whole after */
+	diff_ret(log, "lock folios 2-3", p->lock(m + 2 * FOLIO64, 2 * FOLIO64));
+	diff_ret(log, "lock folios 6-7", p->lock(m + 6 * FOLIO64, 2 * FOLIO64));
+	diff_state(log, "after the splits");
+	diff_ret(log, "unlock half of folio 6", p->unlock(m + 6 * FOLIO64, FOLIO64 / 2));
+	diff_state(log, "folio 6 half unlocked");
+	diff_ret(log, "unlock", p->unlock(m, 8 * FOLIO64));
+	diff_state(log, "unlocked");
+}
+
 DIFF_TEST(mremap_and_munmap_locked)
 {
 	char *m = diff_map(0, 8 * PAGE, RW, ANON, -1);
