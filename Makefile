@@ -25,12 +25,15 @@ TOP := $(CURDIR)
 BUILD := $(TOP)/build
 BIN := $(BUILD)/bin
 
-# The supported kernels' releases, from ./supported-kernels; those installed.
+# The supported kernels' releases, from ./supported-kernels; those installed
+# with their headers (a kernel without them is skipped, as DKMS's autoinstall
+# skips it: an old kernel left in /lib/modules is not an error).
 SUPPORTED_RE := $(shell test/kernel-table regex)
 SERIES := $(shell test/kernel-table series)
-INSTALLED_KERNELS = $(shell ls /lib/modules 2>/dev/null | grep -E '$(SUPPORTED_RE)' | sort -V)
+INSTALLED_KERNELS = $(shell for k in $$(ls /lib/modules 2>/dev/null | grep -E '$(SUPPORTED_RE)' | sort -V); do \
+	[ -d /lib/modules/$$k/build ] && echo $$k; done)
 # Default: the running kernel if its headers are here, else the newest supported one.
-KERNELRELEASE ?= $(shell r=$$(uname -r); if [ -d /lib/modules/$$r/build ]; then echo $$r; else ls /lib/modules 2>/dev/null | grep -E '$(SUPPORTED_RE)' | sort -V | tail -n 1; fi)
+KERNELRELEASE ?= $(shell r=$$(uname -r); if [ -d /lib/modules/$$r/build ]; then echo $$r; else echo $(INSTALLED_KERNELS) | tr ' ' '\n' | tail -n 1; fi)
 # make install / uninstall: the one named on the command line, else all.
 ifeq ($(origin KERNELRELEASE),command line)
 DKMS_KERNELS := $(KERNELRELEASE)
@@ -38,6 +41,8 @@ else ifeq ($(origin KERNELRELEASE),environment)
 DKMS_KERNELS := $(KERNELRELEASE)
 else
 DKMS_KERNELS = $(INSTALLED_KERNELS)
+# and the other suites' kernels, in the chroots test/vm/deps made (if any)
+CHROOT_INSTALL = $(wildcard $(CHROOTS)/*/chroot)
 endif
 
 # Userspace: C11, warnings are errors; the selftests static, the tools and
@@ -97,7 +102,8 @@ $(BIN)/%: test/guest/%
 KST_PROGS := mlock2-tests mlock-random-test on-fault-limit
 # Other suites' sources are in their chroots (test/vm/suite-chroot); a series
 # the host has too is taken from the host.
-CHROOTS ?= /var/cache/mlockfast
+CHROOTS ?= $(or $(MLOCKFAST_CHROOTS),/var/cache/mlockfast)
+export MLOCKFAST_CHROOTS := $(CHROOTS)
 KST_TARS := $(foreach s,$(SERIES),$(firstword $(wildcard /usr/src/linux-source-$(s).tar.xz \
 	$(CHROOTS)/*/chroot/usr/src/linux-source-$(s).tar.xz)))
 KST_SERIES := $(patsubst linux-source-%.tar.xz,%,$(notdir $(KST_TARS)))
@@ -283,7 +289,7 @@ install: dkms-source install-lib
 	done
 	dkms status -m $(PACKAGE)
 	@# other suites' kernels: DKMS in their chroots, as on hosts of those suites
-	test/vm/chroot-dkms-install $(DKMS_SRC)
+	$(if $(CHROOT_INSTALL),test/vm/chroot-dkms-install $(DKMS_SRC))
 
 uninstall: uninstall-lib
 	set -e; for k in $(DKMS_KERNELS); do \
