@@ -348,7 +348,7 @@ static void cpu_online_path(char *path, size_t size)
  */
 static void *chaos_main(void *arg)
 {
-	char online[64], *thp0 = read_file(thp_path);
+	char online[64], *thp0 = thp_setting(thp_path);
 	static const char * const thp[] = { "always", "never", "madvise" };
 	int k = 0;
 
@@ -367,13 +367,8 @@ static void *chaos_main(void *arg)
 		}
 		usleep(200 * 1000);
 	}
-	if (thp0 && strchr(thp0, '[')) {
-		/* "always [madvise] never": put back the bracketed one */
-		char *b = strchr(thp0, '[') + 1;
-
-		b[strcspn(b, "]")] = 0;
-		write_file_str(thp_path, b);
-	}
+	if (thp0)
+		write_file_str(thp_path, thp0);
 	free(thp0);
 	return NULL;
 }

@@ -725,20 +725,6 @@ static char *map_zero_folios(size_t chunks, struct diff_log *log)
 	return m;
 }
 
-/* The bracketed word of a THP "enabled" file ("always [never]"), or NULL. */
-static char *thp_setting(const char *path)
-{
-	char *v = read_file(path), *b = v ? strchr(v, '[') : NULL;
-
-	if (!b) {
-		free(v);
-		return NULL;
-	}
-	memmove(v, b + 1, strlen(b + 1) + 1);
-	v[strcspn(v, "]")] = 0;
-	return v;
-}
-
 static void scn_large_folios_at_file_offset(const struct path_ops *p,
 					    struct diff_log *log);
 

@@ -151,6 +151,19 @@ int mlf_set_route_param(const char *v)
 	return write_file_str(ROUTE_PARAM, v);
 }
 
+char *thp_setting(const char *path)
+{
+	char *v = read_file(path), *b = v ? strchr(v, '[') : NULL;
+
+	if (!b) {
+		free(v);
+		return NULL;
+	}
+	memmove(v, b + 1, strlen(b + 1) + 1);
+	v[strcspn(v, "]")] = 0;
+	return v;
+}
+
 char *read_file(const char *path)
 {
 	size_t len = 0, cap = 4096;

@@ -56,6 +56,8 @@ long locked_kb(const void *lo, const void *hi);
 long vmstat(const char *name);
 /* Read a whole file into a malloc'd NUL-terminated buffer. */
 char *read_file(const char *path);
+/* The bracketed word of a THP "enabled" file ("always [never]"), or NULL. */
+char *thp_setting(const char *path);
 /*
  * The mapping of /proc/self/maps holding @addr, or (@name not NULL) the
  * one whose line names @name ("[vdso]"): its bounds; 0, or -1 if none.
