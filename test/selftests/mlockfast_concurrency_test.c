@@ -751,7 +751,8 @@ TEST_F_TIMEOUT(stress, threads_and_processes, 7 * 24 * 3600)
 	struct mlockfast_stats s0, s1, g;
 	long ml0, ue0, un0, cleared0, stranded0, mms0, mode_sum = 0, slot;
 	long anon1 = 0, slab1 = 0, anon_kb, slab_kb, free_kb;
-	double secs = getenv("MLF_STRESS_S") ? atof(getenv("MLF_STRESS_S")) : 60;
+	double secs = getenv("MLF_STRESS_S") ? atof(getenv("MLF_STRESS_S")) :
+		      seq_budget(60);
 	struct counts t;
 	long hp0;
 	int shfd;

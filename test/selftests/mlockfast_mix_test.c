@@ -22,7 +22,8 @@
  * undercount"), so the variants may leak only as the kernel does, and
  * undercount no more often (all_cpus_no_worse_than_the_syscalls).
  *
- * Knobs (environment): MLF_MIX_SEEDS runs per variant (default 40),
+ * Knobs (environment): MLF_MIX_SEEDS runs per variant (default 40, shared
+ * by MLF_BUDGET_SHARE builds: seq_budget()),
  * MLF_SEED the first seed (to replay: seeds are MLF_SEED, MLF_SEED+1, ...),
  * MLF_MIX_OPS calls per process and phase (default 24), MLF_MIX_VARIANT=n
  * only variant n (0 the control, 1 mixed with random modes, 2 mixed in
@@ -747,7 +748,7 @@ TEST_F_TIMEOUT(mix, one_cpu_no_leak_in_any_variant, 1800)
 {
 	struct mix_confirm c = { .base = seq_mix(seq_seed(), 2) };
 	struct mix_tally t[NR_VARIANTS];
-	long seeds = seq_env_long("MLF_MIX_SEEDS", 40);
+	long seeds = seq_env_long("MLF_MIX_SEEDS", seq_budget(40));
 	uint64_t base = seq_seed();
 	char path[64], *online;
 	int unmap;
@@ -797,7 +798,7 @@ TEST_F_TIMEOUT(mix, all_cpus_no_worse_than_the_syscalls, 1800)
 {
 	struct mix_confirm c = { .base = seq_mix(seq_seed(), 2) };
 	struct mix_tally t[NR_VARIANTS];
-	long seeds = seq_env_long("MLF_MIX_SEEDS", 40);
+	long seeds = seq_env_long("MLF_MIX_SEEDS", seq_budget(40));
 	uint64_t base = seq_seed();
 
 	if (seq_ncpus() < 2)

@@ -479,6 +479,15 @@ long seq_env_long(const char *name, long dflt)
 	return v && *v ? strtol(v, NULL, 0) : dflt;
 }
 
+long seq_budget(long dflt)
+{
+	long share = seq_env_long("MLF_BUDGET_SHARE", 1);
+
+	if (share < 1)
+		share = 1;
+	return dflt / share > 0 ? dflt / share : 1;
+}
+
 double seq_fisher_greater(long x, long n, long xc, long nc)
 {
 	long k = x + xc, lo, hi, i;

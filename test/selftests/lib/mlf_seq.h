@@ -111,5 +111,12 @@ double seq_now(void);
 uint64_t seq_seed(void);
 /* A numeric environment variable, or @dflt when unset or empty. */
 long seq_env_long(const char *name, long dflt);
+/*
+ * A randomised test's default budget (runs, ops, seconds): @dflt, shared
+ * among the MLF_BUDGET_SHARE builds of one kernel source that one suite run
+ * tests (test/check sets it: 6.12's bookworm and trixie builds differ in
+ * their compiler alone), so that the source gets @dflt in all; at least 1.
+ */
+long seq_budget(long dflt);
 
 #endif
