@@ -283,15 +283,13 @@ install: dkms-source install-lib
 	@test -n "$(strip $(DKMS_KERNELS))$(wildcard $(CHROOTS)/*/chroot)" || { echo "no supported kernel (./supported-kernels) is installed: run test/vm/deps" >&2; exit 1; }
 	-dkms remove -m $(PACKAGE) -v $(VERSION) --all >/dev/null 2>&1
 	dkms add -m $(PACKAGE) -v $(VERSION)
-	@# The other suites' kernels: DKMS in their chroots, as on hosts of
-	@# those suites; their own DKMS trees, so beside the host's builds.
-	set -e; $(if $(CHROOT_INSTALL),test/vm/chroot-dkms-install $(DKMS_SRC) & chroots=$$!;) \
-	for k in $(DKMS_KERNELS); do \
+	set -e; for k in $(DKMS_KERNELS); do \
 		dkms build -m $(PACKAGE) -v $(VERSION) -k $$k; \
 		dkms install -m $(PACKAGE) -v $(VERSION) -k $$k --force; \
-	done; \
-	$(if $(CHROOT_INSTALL),wait $$chroots)
+	done
 	dkms status -m $(PACKAGE)
+	@# other suites' kernels: DKMS in their chroots, as on hosts of those suites
+	$(if $(CHROOT_INSTALL),test/vm/chroot-dkms-install $(DKMS_SRC))
 
 uninstall: uninstall-lib
 	set -e; for k in $(DKMS_KERNELS); do \
