@@ -1171,13 +1171,6 @@ static int failed(const struct result *r)
 	return r->fail_at >= 0 || r->crashed || r->leak;
 }
 
-static long env_long(const char *name, long dflt)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? strtol(v, NULL, 0) : dflt;
-}
-
 /* The base seed, fixed in main() so every test of one run shares it. */
 static uint64_t base_seed;
 
@@ -1211,7 +1204,7 @@ static int bisect(const struct cfg *c, const struct op *ops, int lo, int hi)
 static void shrink(const struct cfg *c, struct op *ops, int n,
 		   const struct result *first)
 {
-	double budget = env_long("MLF_MINIMIZE_S", 60), t0;
+	double budget = seq_env_long("MLF_MINIMIZE_S", 60), t0;
 	struct cfg lc = *c;
 	int hi = n, len;
 	struct op *trial = calloc(n, sizeof(*trial));
@@ -1286,14 +1279,14 @@ static void random_run(struct __test_metadata *_metadata, struct cfg *c,
 	c->seed = seq_mix(base_seed, salt);
 	/* The self-check keeps its length: its difference is at a fixed op. */
 	if (c->inject < 0) {
-		c->nops = (int)env_long("MLF_OPS", seq_budget(c->nops));
+		c->nops = (int)seq_env_long("MLF_OPS", seq_budget(c->nops));
 		/* By hand: fake a difference at that op to see the report. */
-		c->inject = (int)env_long("MLF_INJECT", -1);
+		c->inject = (int)seq_env_long("MLF_INJECT", -1);
 		c->selfcheck = 0;
 	}
 	ASSERT_GT(c->nops, 0);
-	verbose = (int)env_long("MLF_VERBOSE", 0);
-	profile = env_long("MLF_PROFILE", 0) > 0;
+	verbose = (int)seq_env_long("MLF_VERBOSE", 0);
+	profile = seq_env_long("MLF_PROFILE", 0) > 0;
 	fprintf(stderr, "# %s: MLF_SEED=%" PRIu64 " (test seed %" PRIu64 "), %d ops, window %d pages%s, %d CPUs\n",
 		c->name, base_seed, c->seed, c->nops, c->wpages,
 		c->memlock ? ", RLIMIT_MEMLOCK without CAP_IPC_LOCK" : "",
@@ -1455,7 +1448,7 @@ static void fixed_run(struct __test_metadata *_metadata, const char *name,
 	ASSERT_EQ(0, write_file_long(DEFER_MS, 100000));
 	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
 	signal(SIGPIPE, SIG_IGN);
-	verbose = (int)env_long("MLF_VERBOSE", 0);
+	verbose = (int)seq_env_long("MLF_VERBOSE", 0);
 	for (int i = 0; i < n; i++) {
 		o[i] = ops[i];
 		o[i].idx = i;
